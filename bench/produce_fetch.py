@@ -1,0 +1,141 @@
+"""Produce and fetch throughput: shoal vs librdkafka's mock cluster, one run.
+
+    .venv/bin/python bench/produce_fetch.py [--records 200000] [--value-bytes 1024] [--repeat 3]
+
+A confluent-kafka producer writes N records of 1 KiB (acks=1, then acks=all),
+then a confluent-kafka consumer reads them back; MB/s and records/s for shoal
+and for librdkafka's built-in mock cluster (`test.mock.num.brokers`), and the
+ratio shoal / mock. Also the time from starting `shoal serve` to its first
+accepted connection. Medians over --repeat runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PARTITIONS = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_shoal(data_dir: str) -> tuple[subprocess.Popen, int, float]:
+    """Start `shoal serve`; return the process, its port and seconds to first accepted connection."""
+    port = free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shoal.cli", "--log-level", "WARNING", "serve",
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data_dir}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
+            return proc, port, time.perf_counter() - t0
+        except OSError:
+            if proc.poll() is not None or time.perf_counter() - t0 > 20:
+                raise RuntimeError("shoal did not start") from None
+            time.sleep(0.002)
+
+
+def produce(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> float:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                  "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000})
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.01)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - t0
+    if left:
+        raise RuntimeError(f"{left} records not delivered")
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, n: int) -> float:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576})
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got = 0
+    t0 = time.perf_counter()
+    while got < n:
+        msgs = c.consume(10000, 1.0)
+        got += sum(1 for m in msgs if not m.error())
+        if time.perf_counter() - t0 > 300:
+            raise RuntimeError(f"consumed only {got}/{n}")
+    elapsed = time.perf_counter() - t0
+    c.close()
+    return elapsed
+
+
+def run_target(bootstrap: str, label: str, n: int, size: int, repeat: int) -> dict[str, float]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    value = b"v" * size
+    mb = n * size / 1e6
+    results: dict[str, list[float]] = {"acks=1": [], "acks=all": [], "fetch": []}
+    for r in range(repeat):
+        for acks in ("1", "all"):
+            topic = f"bench-{label}-{acks}-{r}"
+            for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+                f.result(30)
+            results[f"acks={'1' if acks == '1' else 'all'}"].append(produce(bootstrap, topic, n, value, acks))
+            if acks == "1":
+                results["fetch"].append(consume(bootstrap, topic, n))
+    out = {}
+    for name, times in results.items():
+        t = statistics.median(times)
+        out[name] = mb / t
+        print(f"  {label:5s} {name:9s} {mb / t:8.1f} MB/s {n / t:10.0f} records/s  (median of {len(times)})")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--value-bytes", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+
+    starts = []
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(5):
+            proc, _, secs = start_shoal(f"{d}/start{i}")
+            starts.append(secs)
+            proc.terminate()
+            proc.wait(10)
+        print(f"shoal serve start to first accepted connection: median {statistics.median(starts) * 1000:.0f} ms "
+              f"(min {min(starts) * 1000:.0f}, max {max(starts) * 1000:.0f}, 5 starts)")
+
+        proc, port, _ = start_shoal(f"{d}/data")
+        try:
+            print(f"{args.records} records x {args.value_bytes} B, {PARTITIONS} partitions, confluent-kafka clients")
+            shoal = run_target(f"127.0.0.1:{port}", "shoal", args.records, args.value_bytes, args.repeat)
+        finally:
+            proc.terminate()
+            proc.wait(20)
+
+    holder = Producer({"bootstrap.servers": "unused:9092", "test.mock.num.brokers": 1})
+    brokers = holder.list_topics(timeout=10).brokers
+    mock_bootstrap = ",".join(f"{b.host}:{b.port}" for b in brokers.values())
+    mock = run_target(mock_bootstrap, "mock", args.records, args.value_bytes, args.repeat)
+    for name in shoal:
+        print(f"ratio shoal/mock {name:9s} {shoal[name] / mock[name]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything the tests need (venv, pip packages, kcat) and run them.
+# Usage: bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v kcat >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+    else
+        sudo apt-get update -qq && sudo apt-get install -y -qq kcat >/dev/null
+    fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[test]'
+
+.venv/bin/ruff check shoal tests bench
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,187 @@
+"""The broker process: shared metadata and storage, N nodes, housekeeping.
+
+`Broker` owns what the nodes of one process share: the configuration, the
+cluster metadata, the log manager and the coordinators' runtimes. Nodes are
+started and stopped independently so coordinator fail-over can be tested:
+stopping a node moves leadership of its partitions to live replicas, and the
+coordinator runtimes of the new leaders load the moved offsets partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from pathlib import Path
+
+from shoal.broker import handlers
+from shoal.broker.apis import ApiRegistry
+from shoal.broker.clock import now_ms
+from shoal.broker.config import BrokerConfig
+from shoal.broker.metadata import OFFSETS_TOPIC, ClusterMetadata, TopicInfo
+from shoal.broker.node import BrokerNode
+from shoal.broker.producer_ids import ProducerIdManager
+from shoal.broker.producer_state import ProducerStateTable
+from shoal.broker.topic_configs import log_config_defaults, topic_log_config
+from shoal.storage import LogManager, PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+def _new_cluster_id() -> str:
+    # Kafka's cluster ids are url-safe base64 of a UUID, 22 characters.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _read_meta_properties(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+class Broker:
+    """Everything the nodes of one process share."""
+
+    def __init__(self, config: BrokerConfig, num_nodes: int = 1) -> None:
+        self.config = config
+        self.log_dirs = config.log_dirs
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self._cluster_id()
+        base_id = config.node_id
+        self.node_ids = [base_id + i for i in range(num_nodes)]
+        self.metadata = ClusterMetadata(self.cluster_id, self.node_ids,
+                                        self.log_dirs[0] / "__cluster_metadata.json")
+        self.log_defaults = log_config_defaults(config)
+        self.logs = LogManager(self.log_dirs, self.log_defaults)
+        self.producer_ids = ProducerIdManager(self.log_dirs[0] / "producer_ids")
+        # (topic, partition) -> idempotent producers' recent sequences
+        self.producer_states: dict[tuple[str, int], ProducerStateTable] = {}
+        self.nodes: dict[int, BrokerNode] = {}
+        listener = config.listeners[0]
+        advertised = config.advertised_listeners[0]
+        for i, node_id in enumerate(self.node_ids):
+            port = listener.port + i if listener.port else 0
+            self.nodes[node_id] = BrokerNode(self, node_id, listener.host, port, advertised.host)
+        # (topic, partition) -> futures of fetches waiting for data
+        self.fetch_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+        self.apis = ApiRegistry()
+        self.coordinators = handlers.register_all(self)
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    def _cluster_id(self) -> str:
+        meta = self.log_dirs[0] / "meta.properties"
+        configured = self.config.get("cluster.id").strip()
+        if meta.exists():
+            stored = _read_meta_properties(meta).get("cluster.id", "")
+            if stored:
+                return stored
+        cid = configured or _new_cluster_id()
+        meta.write_text(f"# written by shoal\nversion=1\ncluster.id={cid}\n"
+                        f"node.id={self.config.node_id}\n")
+        return cid
+
+    # -- lifecycle ---------------------------------------------------------
+    async def start(self) -> None:
+        topics = self.metadata.topics
+        self.logs.load_existing(
+            lambda t: topic_log_config(topics[t].configs, self.log_defaults) if t in topics else None)
+        for node in self.nodes.values():
+            await node.start()
+        self.metadata.set_live(self.node_ids)
+        await self.coordinators.on_leadership_changed()
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+
+    async def stop_node(self, node_id: int) -> None:
+        """Stop one node: its connections close and its partitions get new leaders."""
+        node = self.nodes[node_id]
+        await node.stop()
+        self.metadata.set_live(n for n, nd in self.nodes.items() if nd.running)
+        await self.coordinators.on_leadership_changed()
+
+    async def start_node(self, node_id: int) -> None:
+        await self.nodes[node_id].start()
+        self.metadata.set_live(n for n, nd in self.nodes.items() if nd.running)
+        await self.coordinators.on_leadership_changed()
+
+    async def close(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+        for node in self.nodes.values():
+            await node.stop()
+        await self.coordinators.close()
+        self.logs.close()
+
+    async def _housekeep(self) -> None:
+        """Retention, compaction and time-based flush, on Kafka's check interval."""
+        interval = min(self.config.get_int("log.retention.check.interval.ms"), 30_000) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.logs.run_periodic(now_ms())
+            except Exception:
+                log.exception("log housekeeping failed")
+
+    # -- topics ------------------------------------------------------------
+    def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        info = self.metadata.topics[topic]
+        existing = self.logs.get(topic, partition)
+        if existing is not None:
+            return existing
+        return self.logs.get_or_create(topic, partition, topic_log_config(info.configs, self.log_defaults))
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str] | None = None,
+                     assignment: list[list[int]] | None = None) -> TopicInfo:
+        log_config = topic_log_config(configs or {}, self.log_defaults)  # validates
+        info = self.metadata.create_topic(name, num_partitions, replication_factor, configs, assignment)
+        for p in range(num_partitions):
+            self.logs.get_or_create(name, p, log_config)
+        log.info("created topic %s with %d partitions", name, num_partitions)
+        return info
+
+    def add_partitions(self, name: str, new_total: int, assignment: list[list[int]] | None = None) -> None:
+        info = self.metadata.topics[name]
+        old = info.num_partitions
+        self.metadata.add_partitions(name, new_total, assignment)
+        log_config = topic_log_config(info.configs, self.log_defaults)
+        for p in range(old, new_total):
+            self.logs.get_or_create(name, p, log_config)
+
+    async def delete_topic(self, name: str) -> None:
+        self.metadata.delete_topic(name)
+        self.logs.delete_topic(name)
+        for key in [k for k in self.producer_states if k[0] == name]:
+            del self.producer_states[key]
+        for key in [k for k in self.fetch_waiters if k[0] == name]:
+            for fut in self.fetch_waiters.pop(key):
+                if not fut.done():
+                    fut.set_result(None)
+        await self.coordinators.on_topics_deleted([name])
+        log.info("deleted topic %s", name)
+
+    def auto_create_topic(self, name: str) -> TopicInfo:
+        return self.create_topic(name, self.config.get_int("num.partitions"),
+                                 min(self.config.get_int("default.replication.factor"), len(self.node_ids)))
+
+    def ensure_offsets_topic(self) -> TopicInfo:
+        info = self.metadata.topics.get(OFFSETS_TOPIC)
+        if info is None:
+            rf = min(self.config.get_int("offsets.topic.replication.factor"), len(self.node_ids))
+            info = self.create_topic(
+                OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"), rf,
+                {"cleanup.policy": "compact", "compression.type": "producer",
+                 "segment.bytes": self.config.get("offsets.topic.segment.bytes")})
+        return info
+
+    # -- fetch wake-ups ----------------------------------------------------
+    def notify_append(self, topic: str, partition: int) -> None:
+        waiters = self.fetch_waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)

@@ -1,0 +1,197 @@
+"""Broker configuration: Kafka's property names, Kafka's defaults.
+
+`shoal serve [FILE.properties] [--override KEY=VALUE ...]` reads the same
+properties `kafka-server-start.sh` takes. Unknown keys are kept (and logged)
+so a real Kafka `server.properties` loads unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Kafka's defaults for the keys shoal reads. Values are strings, as in a
+# properties file; typed accessors below convert them.
+DEFAULTS: dict[str, str] = {
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "node.id": "0",
+    "log.dirs": "./shoal-data",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "log.segment.bytes": "1073741824",
+    "log.roll.ms": "",
+    "log.roll.hours": "168",
+    "log.retention.ms": "",
+    "log.retention.minutes": "",
+    "log.retention.hours": "168",
+    "log.retention.bytes": "-1",
+    "log.retention.check.interval.ms": "300000",
+    "log.flush.interval.messages": "9223372036854775807",
+    "log.flush.interval.ms": "",
+    "log.flush.scheduler.interval.ms": "9223372036854775807",
+    "log.index.interval.bytes": "4096",
+    "log.cleanup.policy": "delete",
+    "log.cleaner.enable": "true",
+    "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.message.timestamp.type": "CreateTime",
+    "message.max.bytes": "1048588",
+    "socket.request.max.bytes": "104857600",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.segment.bytes": "104857600",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.max.size": "2147483647",
+    "cluster.id": "",
+}
+
+_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+
+
+class ConfigError(ValueError):
+    """A property has a value Kafka would refuse."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java properties text (the subset Kafka's files use)."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        m = re.match(r"^((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            props[m.group(1).replace("\\", "")] = m.group(2)
+        else:
+            props[line] = ""
+    return props
+
+
+def parse_listener(spec: str) -> Listener:
+    m = _LISTENER.match(spec.strip())
+    if not m:
+        raise ConfigError(f"listeners: cannot parse {spec!r} (expected NAME://HOST:PORT)")
+    host = m.group("host").strip("[]") or "0.0.0.0"
+    return Listener(m.group("name"), host, int(m.group("port")))
+
+
+class BrokerConfig:
+    """Typed view over the broker's properties."""
+
+    def __init__(self, props: dict[str, str] | None = None) -> None:
+        self.props: dict[str, str] = dict(DEFAULTS)
+        for key, value in (props or {}).items():
+            if key == "log.dir":  # Kafka's singular form
+                key = "log.dirs"
+            if key == "broker.id":
+                key = "node.id"
+            self.props[key] = value
+        self._validate()
+
+    @classmethod
+    def load(cls, path: str | Path | None, overrides: list[str] | None = None) -> BrokerConfig:
+        props: dict[str, str] = {}
+        if path is not None:
+            props.update(parse_properties(Path(path).read_text()))
+        for item in overrides or []:
+            if "=" not in item:
+                raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+            key, value = item.split("=", 1)
+            props[key.strip()] = value.strip()
+        return cls(props)
+
+    # -- typed accessors ---------------------------------------------------
+    def get(self, key: str) -> str:
+        return self.props.get(key, "")
+
+    def get_int(self, key: str) -> int:
+        value = self.get(key)
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"{key}: {value!r} is not an integer") from None
+
+    def get_bool(self, key: str) -> bool:
+        value = self.get(key).strip().lower()
+        if value not in ("true", "false"):
+            raise ConfigError(f"{key}: {value!r} is not true or false")
+        return value == "true"
+
+    def get_optional_int(self, key: str) -> int | None:
+        return self.get_int(key) if self.get(key).strip() else None
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [parse_listener(s) for s in self.get("listeners").split(",") if s.strip()]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        spec = self.get("advertised.listeners")
+        if not spec.strip():
+            return self.listeners
+        return [parse_listener(s) for s in spec.split(",") if s.strip()]
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(p.strip()) for p in self.get("log.dirs").split(",") if p.strip()]
+
+    @property
+    def retention_ms(self) -> int:
+        for key, scale in (("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                           ("log.retention.hours", 3_600_000)):
+            value = self.get_optional_int(key)
+            if value is not None:
+                return value if value < 0 else value * scale
+        raise ConfigError("log.retention.hours is empty")
+
+    @property
+    def segment_ms(self) -> int:
+        value = self.get_optional_int("log.roll.ms")
+        if value is not None:
+            return value
+        return self.get_int("log.roll.hours") * 3_600_000
+
+    def _validate(self) -> None:
+        self.listeners  # noqa: B018 - parse to validate
+        for key in ("num.partitions", "message.max.bytes", "socket.request.max.bytes",
+                    "offsets.topic.num.partitions", "log.segment.bytes"):
+            if self.get_int(key) <= 0:
+                raise ConfigError(f"{key} must be positive, got {self.get(key)}")
+        self.get_bool("auto.create.topics.enable")
+        self.retention_ms  # noqa: B018
+        self.segment_ms  # noqa: B018
+        known = set(DEFAULTS) | {"log.dir", "broker.id"}
+        for key in self.props:
+            if key not in known:
+                log.debug("property %s is not used by shoal", key)
+

@@ -1,0 +1,28 @@
+"""API handlers, one module per API family; `register_all` fills a broker's table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shoal.broker.handlers import (
+    api_versions,
+    describe_cluster,
+    describe_configs,
+    fetch,
+    groups,
+    init_producer_id,
+    list_offsets,
+    metadata_api,
+    produce,
+    topic_admin,
+)
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import Broker
+
+
+def register_all(broker: Broker) -> groups.Coordinators:
+    for module in (api_versions, metadata_api, produce, fetch, list_offsets, topic_admin,
+                   describe_configs, describe_cluster, init_producer_id):
+        module.register(broker)
+    return groups.register(broker)

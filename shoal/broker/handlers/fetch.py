@@ -1,0 +1,137 @@
+"""Fetch: whole batches sliced from segment files, with long polling.
+
+Limits follow KIP-74: `max_bytes` bounds the response and
+`partition_max_bytes` each partition, except that the first batch of the
+first partition with data is returned whole even when larger, so a consumer
+always makes progress. When less than `min_bytes` is ready the request waits
+(up to `max_wait_ms`) for an append to any of its partitions.
+
+Fetch sessions (KIP-227) are not kept: the broker answers session id 0, which
+tells clients to send full fetch requests, as Kafka does when it has no room
+in its session cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING
+
+from shoal.broker.clock import now_ms
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.fetch_response import FetchResponse
+from shoal.storage import OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import Broker
+    from shoal.broker.node import RequestContext
+
+PartitionData = FetchResponse.PartitionData
+TopicResponse = FetchResponse.FetchableTopicResponse
+
+
+def leader_epoch_error(current_epoch: int, requested: int) -> ErrorCode:
+    """KIP-320: a client's view of the leader epoch must match the leader's."""
+    if requested < 0 or requested == current_epoch:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if requested < current_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def register(broker: Broker) -> None:
+    metadata = broker.metadata
+
+    def read_partition(ctx: RequestContext, topic: str | None, fp, budget: int, first: bool,
+                       ) -> tuple[PartitionData, object | None]:
+        """One partition's answer, and its log (None when in error)."""
+        p = fp.partition
+        info = metadata.topics.get(topic) if topic is not None else None
+        if info is None or not 0 <= p < info.num_partitions:
+            code = ErrorCode.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return PartitionData(partition_index=p, error_code=code, high_watermark=-1,
+                                 last_stable_offset=-1, log_start_offset=-1, records=b""), None
+        if metadata.leader(topic, p) != ctx.node.node_id:
+            return PartitionData(partition_index=p, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                 records=b""), None
+        epoch_error = leader_epoch_error(metadata.leader_epoch(topic, p), fp.current_leader_epoch)
+        plog = broker.partition_log(topic, p)
+        hw = plog.high_watermark
+        if epoch_error != ErrorCode.NONE:
+            return PartitionData(partition_index=p, error_code=epoch_error, high_watermark=-1,
+                                 last_stable_offset=-1, log_start_offset=-1, records=b""), None
+        limit = min(fp.partition_max_bytes, budget)
+        try:
+            if limit <= 0 and not first:
+                records = b""
+            else:
+                records = plog.read(fp.fetch_offset, max(limit, 0), min_one=first, max_offset=hw)
+        except OffsetOutOfRangeError:
+            return PartitionData(partition_index=p, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 high_watermark=hw, last_stable_offset=hw,
+                                 log_start_offset=plog.log_start_offset, records=b""), None
+        return PartitionData(partition_index=p, error_code=ErrorCode.NONE, high_watermark=hw,
+                             last_stable_offset=hw, log_start_offset=plog.log_start_offset,
+                             aborted_transactions=[] if ctx.api_version >= 4 else None,
+                             preferred_read_replica=-1 if ctx.api_version >= 11 else 0,
+                             records=records), plog
+
+    def read_all(ctx: RequestContext, req, names: list[str | None]) -> tuple[list[TopicResponse], int, bool]:
+        budget = req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
+        total = 0
+        any_error = False
+        out = []
+        for topic_req, name in zip(req.topics, names, strict=True):
+            parts = []
+            for fp in topic_req.partitions:
+                data, plog = read_partition(ctx, name, fp, budget - total, total == 0)
+                if plog is None:
+                    any_error = True
+                size = len(data.records) if data.records is not None else 0
+                total += size
+                parts.append(data)
+            out.append(TopicResponse(topic=name or "", topic_id=topic_req.topic_id, partitions=parts))
+        return out, total, any_error
+
+    async def fetch(ctx: RequestContext, req) -> FetchResponse:
+        if ctx.api_version >= 7 and req.session_id != 0:
+            # We never hand out session ids, so any id the client names is unknown.
+            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                                 session_id=0, responses=[])
+        if ctx.api_version >= 13:
+            names = []
+            for t in req.topics:
+                info = metadata.by_id.get(t.topic_id)
+                names.append(info.name if info is not None else None)
+        else:
+            names = [t.topic for t in req.topics]
+            for t in req.topics:
+                info = metadata.topics.get(t.topic)
+                t.topic_id = info.topic_id if info is not None else uuid.UUID(int=0)
+        deadline = now_ms() + max(req.max_wait_ms, 0)
+        while True:
+            responses, total, any_error = read_all(ctx, req, names)
+            remaining = deadline - now_ms()
+            if total >= req.min_bytes or any_error or remaining <= 0 or not ctx.node.running:
+                break
+            loop = asyncio.get_running_loop()
+            waiters = []
+            for name, t in zip(names, req.topics, strict=True):
+                for fp in t.partitions:
+                    fut = loop.create_future()
+                    broker.fetch_waiters.setdefault((name, fp.partition), set()).add(fut)
+                    waiters.append(((name, fp.partition), fut))
+            try:
+                await asyncio.wait([f for _, f in waiters], timeout=remaining / 1000,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for key, fut in waiters:
+                    pending = broker.fetch_waiters.get(key)
+                    if pending is not None:
+                        pending.discard(fut)
+                        if not pending:
+                            del broker.fetch_waiters[key]
+                    fut.cancel()
+        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
+                             responses=responses)
+
+    broker.apis.register(1, fetch, min_version=4)

@@ -1,0 +1,80 @@
+"""Metadata: brokers, controller, cluster id, topics and their leaders (auto-create)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shoal.broker.metadata import TopicInfo, topic_name_error
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.metadata_response import MetadataResponse
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import Broker
+    from shoal.broker.node import RequestContext
+
+# Kafka's "authorized operations not requested" sentinel.
+_NO_OPS = -2147483648
+
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = MetadataResponse.MetadataResponsePartition
+
+
+def live_brokers(broker: Broker) -> list[MetadataResponse.MetadataResponseBroker]:
+    return [MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.advertised_host,
+                                                    port=n.port, rack=None)
+            for n in broker.nodes.values() if n.running]
+
+
+def topic_entry(broker: Broker, info: TopicInfo) -> Topic:
+    parts = []
+    for p in range(info.num_partitions):
+        st = broker.metadata.partition(info.name, p)
+        parts.append(Partition(
+            error_code=ErrorCode.NONE if st.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p, leader_id=st.leader, leader_epoch=st.leader_epoch,
+            replica_nodes=st.replicas, isr_nodes=st.isr,
+            offline_replicas=[r for r in st.replicas if r not in st.isr]))
+    return Topic(error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id,
+                 is_internal=info.is_internal, partitions=parts,
+                 topic_authorized_operations=_NO_OPS)
+
+
+def register(broker: Broker) -> None:
+    config = broker.config
+    auto_create_enabled = config.get_bool("auto.create.topics.enable")
+
+    async def metadata(ctx: RequestContext, req) -> MetadataResponse:
+        topics_md = broker.metadata.topics
+        out: list[Topic] = []
+        if req.topics is None or (ctx.api_version == 0 and not req.topics):
+            out = [topic_entry(broker, t) for t in sorted(topics_md.values(), key=lambda t: t.name)]
+        else:
+            allow_auto = auto_create_enabled and (ctx.api_version < 4 or req.allow_auto_topic_creation)
+            for wanted in req.topics:
+                name = wanted.name
+                if name is None:  # v10+: by topic id
+                    info = broker.metadata.by_id.get(wanted.topic_id)
+                    if info is None:
+                        out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                         topic_id=wanted.topic_id, topic_authorized_operations=_NO_OPS))
+                    else:
+                        out.append(topic_entry(broker, info))
+                    continue
+                info = topics_md.get(name)
+                if info is None:
+                    if topic_name_error(name) is not None:
+                        out.append(Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name,
+                                         topic_authorized_operations=_NO_OPS))
+                        continue
+                    if not allow_auto:
+                        out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                                         topic_authorized_operations=_NO_OPS))
+                        continue
+                    info = broker.auto_create_topic(name)
+                out.append(topic_entry(broker, info))
+        return MetadataResponse(
+            throttle_time_ms=0, brokers=live_brokers(broker), cluster_id=broker.cluster_id,
+            controller_id=broker.metadata.controller_id, topics=out,
+            cluster_authorized_operations=_NO_OPS)
+
+    broker.apis.register(3, metadata)

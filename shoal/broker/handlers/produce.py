@@ -1,0 +1,120 @@
+"""Produce: validate the batches' headers and CRCs, assign offsets in place, append.
+
+Bytes stay bytes: the payload is copied once into a bytearray so base offsets
+can be written in place (the CRC does not cover them); records are decoded
+only for compacted topics, where Kafka requires every record to have a key.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from shoal.broker.clock import now_ms
+from shoal.broker.connection import CloseConnection
+from shoal.broker.metadata import INTERNAL_TOPICS
+from shoal.broker.producer_state import ProducerStateTable
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.produce_response import ProduceResponse
+from shoal.protocol.record_batch import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    UnsupportedMessageFormatError,
+    iter_all_records,
+    parse_header,
+    validate_batches,
+)
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import Broker
+    from shoal.broker.node import RequestContext
+
+log = logging.getLogger(__name__)
+
+PartitionResponse = ProduceResponse.PartitionProduceResponse
+TopicResponse = ProduceResponse.TopicProduceResponse
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionResponse:
+    return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                             log_start_offset=-1, error_message=message)
+
+
+def register(broker: Broker) -> None:
+    metadata = broker.metadata
+
+    def append(ctx: RequestContext, topic: str, index: int, records, now: int) -> PartitionResponse:
+        info = metadata.topics.get(topic)
+        if info is None or not 0 <= index < info.num_partitions:
+            return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if topic in INTERNAL_TOPICS:
+            return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                          f"Cannot append to internal topic {topic}")
+        if metadata.leader(topic, index) != ctx.node.node_id:
+            return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        plog = broker.partition_log(topic, index)
+        try:
+            if records is None:
+                raise InvalidRecordError("produce request carries null records")
+            headers = validate_batches(records, plog.config.max_message_bytes)
+            buf = bytearray(records)
+            if "compact" in plog.config.cleanup_policy:
+                for _, rec in iter_all_records(buf):
+                    if rec.key is None:
+                        raise InvalidRecordError(
+                            f"Compacted topic cannot accept message without key in topic partition {topic}-{index}.")
+        except RecordTooLargeError as e:
+            return _error(index, ErrorCode.MESSAGE_TOO_LARGE, str(e))
+        except UnsupportedMessageFormatError as e:
+            return _error(index, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, str(e))
+        except CorruptRecordError as e:
+            return _error(index, ErrorCode.CORRUPT_MESSAGE, str(e))
+        except InvalidRecordError as e:
+            return _error(index, ErrorCode.INVALID_RECORD, str(e))
+        state = None
+        if any(h.producer_id >= 0 for h in headers):
+            state = broker.producer_states.setdefault((topic, index), ProducerStateTable())
+            for h in headers:
+                if h.producer_id < 0:
+                    continue
+                code, duplicate_of = state.check(h)
+                if code != ErrorCode.NONE:
+                    return _error(index, code)
+                if duplicate_of is not None:  # a retry of a batch already appended
+                    return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=duplicate_of,
+                                             log_append_time_ms=-1, log_start_offset=plog.log_start_offset)
+        result = plog.append(buf, now)
+        if state is not None:
+            for h in headers:
+                if h.producer_id >= 0:
+                    state.update(h, parse_header(buf, h.position).base_offset)
+        broker.notify_append(topic, index)
+        return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
+                                 log_append_time_ms=result.log_append_time,
+                                 log_start_offset=plog.log_start_offset)
+
+    async def produce(ctx: RequestContext, req) -> ProduceResponse | None:
+        now = now_ms()
+        acks = req.acks
+        responses = []
+        for topic_data in req.topic_data:
+            parts = []
+            for pd in topic_data.partition_data:
+                if acks not in (0, 1, -1):
+                    parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                else:
+                    parts.append(append(ctx, topic_data.name, pd.index, pd.records, now))
+            responses.append(TopicResponse(name=topic_data.name, partition_responses=parts))
+        if acks == 0:
+            # No response for acks=0; Kafka closes the connection on an error so the
+            # producer learns of it (it refreshes metadata on reconnect).
+            for t in responses:
+                for p in t.partition_responses:
+                    if p.error_code != ErrorCode.NONE:
+                        raise CloseConnection(
+                            f"acks=0 produce to {t.name}-{p.index} failed: {ErrorCode(p.error_code).name}")
+            return None
+        return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+    broker.apis.register(0, produce, min_version=3)

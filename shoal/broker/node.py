@@ -1,0 +1,107 @@
+"""One broker node: its listener, its node id, and request dispatch.
+
+Several nodes can live in one process (`shoal serve --nodes N`); they share
+the `Broker` (metadata, storage, coordinators) but each answers as itself:
+leadership checks, NOT_LEADER_OR_FOLLOWER and NOT_COORDINATOR depend on
+which node a request reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shoal.broker.connection import CloseConnection, KafkaConnection
+from shoal.protocol.errors import DecodeError
+from shoal.protocol.framing import (
+    decode_request_header,
+    encode_response,
+    response_header_version,
+)
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_KEY_VERSION = struct.Struct(">hh")
+_CORRELATION = struct.Struct(">i")
+
+
+@dataclass
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    node: BrokerNode
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+
+
+class BrokerNode:
+    def __init__(self, broker: Broker, node_id: int, host: str, port: int,
+                 advertised_host: str | None = None) -> None:
+        self.broker = broker
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.advertised_host = advertised_host or host
+        self.server: asyncio.base_events.Server | None = None
+        self.connections: set[KafkaConnection] = set()
+        self.max_request_bytes = broker.config.get_int("socket.request.max.bytes")
+        self.running = False
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: KafkaConnection(self), self.host, self.port, reuse_address=True, backlog=1024)
+        if self.port == 0:  # ephemeral: learn the port the OS gave us
+            self.port = self.server.sockets[0].getsockname()[1]
+        self.running = True
+        log.info("node %d listening on %s:%d", self.node_id, self.host, self.port)
+
+    async def stop(self) -> None:
+        self.running = False
+        if self.server is not None:
+            self.server.close()
+            for conn in list(self.connections):
+                conn.close()
+            await self.server.wait_closed()
+            self.server = None
+
+    async def dispatch(self, frame: bytes, conn: KafkaConnection) -> bytes | None:
+        """Decode one request frame, run its handler, return the framed response."""
+        if len(frame) < 8:
+            raise CloseConnection(f"request of {len(frame)} bytes is too short for a header")
+        api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+        (correlation_id,) = _CORRELATION.unpack_from(frame, 4)
+        registry = self.broker.apis
+        api = registry.get(api_key)
+        if api is None:
+            raise CloseConnection(f"unknown or unsupported API key {api_key}")
+        if not api.min_version <= api_version <= api.max_version:
+            if api_key == 18:  # ApiVersions: answer so the client can downgrade
+                return encode_response(correlation_id, 0, registry.unsupported_api_versions_body())
+            raise CloseConnection(
+                f"unsupported version {api_version} of API {api.name} "
+                f"(supported {api.min_version}-{api.max_version})")
+        try:
+            header, offset = decode_request_header(frame)
+            request = api.request.decode(memoryview(frame)[offset:], api_version)
+        except DecodeError as e:
+            if api_key == 18 and api_version >= 3:
+                # KIP-511: a newer client's ApiVersions may not parse; answer v0-style
+                return encode_response(correlation_id, 0, registry.unsupported_api_versions_body())
+            raise CloseConnection(f"cannot decode {api.name} v{api_version}: {e}") from None
+        ctx = RequestContext(self, api_key, api_version, correlation_id,
+                             header.client_id, conn.peer.rsplit(":", 1)[0])
+        response: Any = await api.handler(ctx, request)
+        if response is None:  # acks=0 produce: no response at all
+            return None
+        body = response.encode(api_version)
+        return encode_response(correlation_id, response_header_version(api_key, api_version), body)

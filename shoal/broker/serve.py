@@ -1,0 +1,65 @@
+"""Run a broker process until SIGINT/SIGTERM: `shoal serve`.
+
+With `--control-stdin`, lines on standard input drive the cluster, so tests
+(and curious users) can exercise fail-over: `stop-node N`, `start-node N`.
+Each command is answered with one line `ok ...` or `error ...` on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from shoal.broker.broker import Broker
+from shoal.broker.config import BrokerConfig
+
+log = logging.getLogger("shoal")
+
+
+async def _control_loop(broker: Broker, stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while not stop.is_set():
+        line = await reader.readline()
+        if not line:
+            return
+        words = line.decode().split()
+        try:
+            if len(words) == 2 and words[0] == "stop-node":
+                await broker.stop_node(int(words[1]))
+            elif len(words) == 2 and words[0] == "start-node":
+                await broker.start_node(int(words[1]))
+            elif words == ["shutdown"]:
+                stop.set()
+            else:
+                raise ValueError(f"unknown command {' '.join(words)!r}")
+            print("ok", " ".join(words), flush=True)
+        except Exception as e:  # report and keep serving
+            print("error", e, flush=True)
+
+
+async def run(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False) -> None:
+    broker = Broker(config, nodes)
+    await broker.start()
+    endpoints = ", ".join(f"node {n.node_id} at {n.host}:{n.port}" for n in broker.nodes.values())
+    print(f"shoal started: cluster {broker.cluster_id}, {endpoints}, data in "
+          f"{','.join(map(str, config.log_dirs))}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    control = loop.create_task(_control_loop(broker, stop)) if control_stdin else None
+    try:
+        await stop.wait()
+    finally:
+        if control is not None:
+            control.cancel()
+        await broker.close()
+        print("shoal stopped", flush=True)
+
+
+def serve(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False) -> None:
+    asyncio.run(run(config, nodes, control_stdin))

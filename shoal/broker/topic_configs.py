@@ -1,0 +1,78 @@
+"""Topic configs: Kafka's names, their broker-level defaults, validation.
+
+A topic config left unset takes the broker's value of its synonym
+(`retention.ms` <- `log.retention.ms`), as in Kafka. DescribeConfigs reports
+both, with Kafka's config sources.
+"""
+
+from __future__ import annotations
+
+from shoal.broker.config import BrokerConfig
+from shoal.storage import LogConfig
+
+# topic config -> broker config it defaults from (None: fixed default below)
+TOPIC_CONFIG_SYNONYMS: dict[str, str | None] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": None,
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": None,
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+}
+
+_FIXED_DEFAULTS = {"compression.type": "producer", "min.insync.replicas": "1"}
+_COMPRESSION_TYPES = {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}
+
+
+class InvalidTopicConfig(ValueError):
+    """A topic config name or value Kafka would reject (INVALID_CONFIG)."""
+
+
+def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
+    """The value every topic config takes when the topic does not set it."""
+    out: dict[str, str] = {}
+    for name, synonym in TOPIC_CONFIG_SYNONYMS.items():
+        if synonym is None:
+            out[name] = _FIXED_DEFAULTS[name]
+        elif name == "retention.ms":
+            out[name] = str(config.retention_ms)
+        elif name == "segment.ms":
+            out[name] = str(config.segment_ms)
+        elif name == "flush.ms":
+            value = config.get(synonym).strip()
+            out[name] = value or "9223372036854775807"
+        else:
+            out[name] = config.get(synonym)
+    return out
+
+
+def log_config_defaults(config: BrokerConfig) -> LogConfig:
+    return LogConfig.from_topic_configs(broker_topic_defaults(config), LogConfig())
+
+
+def topic_log_config(configs: dict[str, str], defaults: LogConfig) -> LogConfig:
+    """Validate a topic's configs and build its LogConfig."""
+    for name, value in configs.items():
+        if name not in TOPIC_CONFIG_SYNONYMS:
+            raise InvalidTopicConfig(f"Unknown topic config name: {name}")
+        if name == "compression.type" and value not in _COMPRESSION_TYPES:
+            raise InvalidTopicConfig(f"Invalid value {value} for configuration compression.type")
+        if name == "min.insync.replicas":
+            try:
+                if int(value) < 1:
+                    raise ValueError
+            except ValueError:
+                raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}") from None
+    try:
+        return LogConfig.from_topic_configs(
+            {k: v for k, v in configs.items() if k not in _FIXED_DEFAULTS}, defaults)
+    except ValueError as e:
+        raise InvalidTopicConfig(str(e)) from None

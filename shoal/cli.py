@@ -1,0 +1,51 @@
+"""The `shoal` command: serve, and (later) topics | groups | offsets tools."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from shoal.broker.config import BrokerConfig, ConfigError
+    from shoal.broker.serve import serve
+
+    try:
+        config = BrokerConfig.load(args.properties, args.override)
+    except (ConfigError, OSError) as e:
+        print(f"shoal serve: {e}", file=sys.stderr)
+        return 2
+    if args.nodes < 1:
+        print("shoal serve: --nodes must be at least 1", file=sys.stderr)
+        return 2
+    serve(config, args.nodes, args.control_stdin)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shoal", description="A Kafka-wire-compatible broker in Python.")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="start a broker (as kafka-server-start.sh)")
+    serve.add_argument("properties", nargs="?", help="a Kafka server.properties file")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a property (repeatable), as kafka-server-start.sh --override")
+    serve.add_argument("--nodes", type=int, default=1,
+                       help="run N broker nodes in this process (ports listener, listener+1, ...)")
+    serve.add_argument("--control-stdin", action="store_true",
+                       help="read 'stop-node N' / 'start-node N' commands from standard input")
+    serve.set_defaults(func=_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

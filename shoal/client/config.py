@@ -1,0 +1,109 @@
+"""Configuration: Kafka's property names (as a dict) with Kafka's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+COMMON_DEFAULTS: dict[str, Any] = {
+    "bootstrap.servers": "localhost:9092",
+    "client.id": "shoal-python",
+    "request.timeout.ms": 30000,
+    "socket.connection.setup.timeout.ms": 10000,
+    "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 1000,
+    "retry.backoff.ms": 100,
+    "metadata.max.age.ms": 300000,
+    "connections.max.idle.ms": 540000,
+    "client.rack": "",
+    "security.protocol": "PLAINTEXT",
+}
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    **COMMON_DEFAULTS,
+    "acks": "all",
+    "batch.size": 16384,
+    "linger.ms": 5,
+    "buffer.memory": 33554432,
+    "compression.type": "none",
+    "retries": 2147483647,
+    "delivery.timeout.ms": 120000,
+    "max.in.flight.requests.per.connection": 5,
+    "max.request.size": 1048576,
+    "max.block.ms": 60000,
+    "enable.idempotence": False,
+    "key.serializer": None,
+    "value.serializer": None,
+    "partitioner": None,
+}
+
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    **COMMON_DEFAULTS,
+    "group.id": None,
+    "group.instance.id": None,
+    "enable.auto.commit": True,
+    "auto.commit.interval.ms": 5000,
+    "auto.offset.reset": "latest",
+    "max.poll.records": 500,
+    "max.poll.interval.ms": 300000,
+    "session.timeout.ms": 45000,
+    "heartbeat.interval.ms": 3000,
+    "fetch.min.bytes": 1,
+    "fetch.max.bytes": 52428800,
+    "fetch.max.wait.ms": 500,
+    "max.partition.fetch.bytes": 1048576,
+    "isolation.level": "read_uncommitted",
+    "partition.assignment.strategy": "range,cooperative-sticky",
+    "check.crcs": True,
+    "exclude.internal.topics": True,
+    "allow.auto.create.topics": True,
+    "key.deserializer": None,
+    "value.deserializer": None,
+    "default.api.timeout.ms": 60000,
+}
+
+ADMIN_DEFAULTS: dict[str, Any] = {**COMMON_DEFAULTS, "default.api.timeout.ms": 60000}
+
+_INT_KEYS = {
+    k
+    for d in (PRODUCER_DEFAULTS, CONSUMER_DEFAULTS)
+    for k, v in d.items()
+    if isinstance(v, int) and not isinstance(v, bool)
+}
+_BOOL_KEYS = {k for d in (PRODUCER_DEFAULTS, CONSUMER_DEFAULTS) for k, v in d.items() if isinstance(v, bool)}
+
+
+def make_config(defaults: Mapping[str, Any], config: Mapping[str, Any] | None, **kwargs: Any) -> dict[str, Any]:
+    """Merge user settings over ``defaults``.
+
+    Keyword arguments may use underscores (``group_id=...``) for convenience; string
+    values of numeric/boolean settings are converted as Kafka property files would.
+    """
+    out = dict(defaults)
+    merged: dict[str, Any] = dict(config or {})
+    for k, v in kwargs.items():
+        merged[k.replace("_", ".")] = v
+    for k, v in merged.items():
+        if k in _INT_KEYS and isinstance(v, str):
+            v = int(v)
+        elif k in _BOOL_KEYS and isinstance(v, str):
+            v = v.strip().lower() in ("true", "1", "yes")
+        out[k] = v
+    return out
+
+
+def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` -> ``[("h1", 9092), ("h2", 9093)]``."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, _, port = item.rpartition(":")
+        if not host:
+            host, port = port, "9092"
+        out.append((host.strip("[]"), int(port)))
+    return out

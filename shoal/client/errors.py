@@ -1,0 +1,78 @@
+"""Client-side exceptions.  Broker error codes surface as ``shoal.protocol.errors.KafkaError``."""
+
+from __future__ import annotations
+
+from shoal.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "ErrorCode",
+    "KafkaError",
+    "ClientError",
+    "KafkaTimeoutError",
+    "KafkaConnectionError",
+    "NoBrokersAvailableError",
+    "CommitFailedError",
+    "RebalanceInProgressError",
+    "NoOffsetForPartitionError",
+    "IllegalStateError",
+    "ClosedError",
+    "error_for",
+]
+
+
+class ClientError(Exception):
+    """Base class of errors raised by the client itself (not a broker error code)."""
+
+
+class KafkaTimeoutError(ClientError, TimeoutError):
+    """An operation did not complete within its configured time."""
+
+
+class KafkaConnectionError(ClientError, ConnectionError):
+    """A broker connection failed or was closed while a request was in flight."""
+
+
+class NoBrokersAvailableError(KafkaConnectionError):
+    """None of the bootstrap servers could be reached."""
+
+
+class CommitFailedError(ClientError):
+    """The commit cannot complete: this member is no longer part of the group's generation."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(
+            message
+            or "Commit cannot be completed since the group has already rebalanced and assigned "
+            "the partitions to another member. This means that the time between subsequent "
+            "calls to poll() was longer than max.poll.interval.ms, or that the member was "
+            "removed from the group. Rejoin by calling poll() again."
+        )
+
+
+class RebalanceInProgressError(CommitFailedError):
+    """The commit hit a rebalance in progress; poll() to complete it, then commit again."""
+
+
+class NoOffsetForPartitionError(ClientError):
+    """No committed offset and auto.offset.reset is 'none'."""
+
+    def __init__(self, partitions: list) -> None:
+        super().__init__(f"Undefined offset with no reset policy for partitions: {partitions}")
+        self.partitions = partitions
+
+
+class IllegalStateError(ClientError):
+    """The call is not valid in the client's current state."""
+
+
+class ClosedError(IllegalStateError):
+    """The client is closed."""
+
+
+def error_for(code: int, message: str | None = None) -> KafkaError:
+    """The KafkaError for a non-zero broker error code."""
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = f"UNKNOWN_ERROR_CODE_{code}"
+    return KafkaError(code, message or name)

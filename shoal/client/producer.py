@@ -1,0 +1,326 @@
+"""The asyncio producer core: partitioning, batching, the sender loop, retries."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from shoal.protocol.errors import ErrorCode, is_retriable
+
+from .accumulator import COMPRESSION_CODES, PendingRecord, ProducerBatch, RecordAccumulator
+from .cluster import KafkaClient, now_ms
+from .config import PRODUCER_DEFAULTS, make_config
+from .errors import ClosedError, KafkaConnectionError, KafkaTimeoutError, error_for
+from .partitioner import DefaultPartitioner
+from .protocol import PRODUCE, request_class
+from .structs import RecordMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
+
+_METADATA_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.KAFKA_STORAGE_ERROR,
+}
+
+
+def _to_bytes(v: Any, serializer: Callable[[Any], bytes] | None) -> bytes | None:
+    if serializer is not None:
+        v = serializer(v)
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, bytearray | memoryview):
+        return bytes(v)
+    raise TypeError(f"cannot send {type(v).__name__} without a serializer")
+
+
+class AIOProducer:
+    """Asyncio Kafka producer.
+
+    ``await producer.send(...)`` enqueues the record and returns a future resolved with
+    its ``RecordMetadata`` once the broker acknowledges it (``send_and_wait`` awaits both).
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config = make_config(PRODUCER_DEFAULTS, config, **kwargs)
+        cfg = self.config
+        acks = str(cfg["acks"]).lower()
+        self.acks = -1 if acks in ("all", "-1") else int(acks)
+        ctype = (cfg["compression.type"] or "none").lower()
+        if ctype not in COMPRESSION_CODES:
+            raise ValueError(f"unknown compression.type {ctype!r}")
+        self.compression = COMPRESSION_CODES[ctype]
+        self.partitioner = cfg["partitioner"] or DefaultPartitioner()
+        self.client = KafkaClient(cfg)
+        self.accumulator: RecordAccumulator | None = None
+        # Seams for idempotence: the producer id/epoch and the next sequence per partition.
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.sequences: dict[TopicPartition, int] = {}
+        self._sender: asyncio.Task | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._in_flight: dict[int, int] = {}
+        self._in_flight_tasks: set[asyncio.Task] = set()
+        self._muted: set[TopicPartition] = set()  # max.in.flight == 1 keeps order per partition
+        self._closed = False
+        self._started = False
+
+    async def start(self) -> None:
+        """Connect to the cluster and start the sender."""
+        if self._started:
+            return
+        cfg = self.config
+        self.accumulator = RecordAccumulator(cfg["batch.size"], cfg["linger.ms"], cfg["buffer.memory"])
+        self._wakeup = asyncio.Event()
+        await self.client.refresh_metadata([])
+        self._sender = asyncio.get_running_loop().create_task(self._run_sender())
+        self._started = True
+
+    async def __aenter__(self) -> AIOProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        return await self.client.wait_for_topic(topic, self.config["max.block.ms"])
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: list[tuple[str, bytes | None]] | dict[str, bytes | None] | None = None,
+        *,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> asyncio.Future:
+        """Enqueue one record; returns the future of its ``RecordMetadata``."""
+        if self._closed:
+            raise ClosedError("producer is closed")
+        if not self._started:
+            await self.start()
+        assert self.accumulator is not None and self._wakeup is not None
+        cfg = self.config
+        kb = _to_bytes(key, cfg["key.serializer"])
+        vb = _to_bytes(value, cfg["value.serializer"])
+        hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+        hdrs = [(k, _to_bytes(v, None)) for k, v in hdrs]
+        parts = self.client.cluster.partitions_for(topic)
+        if parts is None:
+            parts = await self.client.wait_for_topic(topic, cfg["max.block.ms"])
+        n = len(parts)
+        if partition is None:
+            partition = self.partitioner.partition(topic, kb, n)
+        elif not 0 <= partition < n:
+            raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions)")
+        if not self.accumulator.space.is_set():
+            try:
+                await asyncio.wait_for(self.accumulator.space.wait(), cfg["max.block.ms"] / 1000)
+            except TimeoutError:
+                raise KafkaTimeoutError("buffer.memory exhausted for max.block.ms") from None
+        fut = asyncio.get_running_loop().create_future()
+        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        rec = PendingRecord(ts, kb, vb, hdrs, fut)
+        if on_delivery is not None:
+            fut.add_done_callback(lambda f: on_delivery(f.exception(), None if f.exception() else f.result()))
+        tp = TopicPartition(topic, partition)
+        batch, new = self.accumulator.append(tp, rec, now_ms())
+        if new and kb is None and hasattr(self.partitioner, "on_new_batch"):
+            # KIP-480: once a null-key batch is opened, later null-key records stick to another partition
+            # when this one closes (by size or linger).
+            batch.sticky_topic = (topic, n)
+        if new or batch.size >= self.accumulator.batch_size or self.accumulator.linger_ms == 0:
+            self._wakeup.set()
+        return fut
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordMetadata:
+        fut = await self.send(topic, value, key, **kw)
+        return await fut
+
+    async def flush(self, timeout_ms: int | None = None) -> None:
+        """Send everything buffered now and wait until every record is acknowledged."""
+        if not self._started:
+            return
+        assert self.accumulator is not None and self._wakeup is not None
+        futs = [r.future for b in self.accumulator.all_batches() for r in b.records]
+        futs += [r.future for t in self._in_flight_batches for r in t.records]
+        self.accumulator.flushing += 1
+        self._wakeup.set()
+        try:
+            if futs:
+                await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True),
+                                       None if timeout_ms is None else timeout_ms / 1000)
+        except TimeoutError:
+            raise KafkaTimeoutError("flush timed out") from None
+        finally:
+            self.accumulator.flushing -= 1
+
+    @property
+    def _in_flight_batches(self) -> list[ProducerBatch]:
+        return [b for t in self._in_flight_tasks for b in getattr(t, "batches", [])]
+
+    async def close(self, timeout_ms: int | None = None) -> None:
+        """Flush and stop (``timeout_ms=0``: fail what is still buffered)."""
+        if self._closed:
+            return
+        if self._started and timeout_ms != 0:
+            with contextlib.suppress(KafkaTimeoutError):
+                await self.flush(timeout_ms)
+        self._closed = True
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(BaseException):
+                await self._sender
+        for t in list(self._in_flight_tasks):
+            t.cancel()
+        if self.accumulator is not None:
+            for b in self.accumulator.all_batches():
+                b.fail(ClosedError("producer closed before the record was sent"))
+        await self.client.close()
+
+    # -- sender ------------------------------------------------------------------------
+
+    async def _run_sender(self) -> None:
+        assert self.accumulator is not None and self._wakeup is not None
+        acc = self.accumulator
+        max_in_flight = self.config["max.in.flight.requests.per.connection"]
+        while True:
+            now = now_ms()
+            self._expire(now)
+            by_node: dict[int, list[ProducerBatch]] = {}
+            need_meta = False
+            for tp in list(acc.ready(now, self._closed)):
+                if tp in self._muted:
+                    continue
+                leader = self.client.cluster.leader_for(tp.topic, tp.partition)
+                if leader < 0:
+                    need_meta = True
+                    continue
+                if self._in_flight.get(leader, 0) >= max_in_flight:
+                    continue
+                b = acc.pop(tp)
+                if b.sticky_topic is not None:
+                    self.partitioner.on_new_batch(b.sticky_topic[0], b.sticky_topic[1], tp.partition)
+                by_node.setdefault(leader, []).append(b)
+            for node, batches in by_node.items():
+                self._dispatch(node, batches)
+            if need_meta:
+                with contextlib.suppress(Exception):
+                    await self.client.refresh_metadata()
+                await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+                continue
+            deadline = acc.next_deadline(now_ms())
+            timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            if deadline is not None and timeout == 0.0 and not by_node:
+                timeout = 0.001  # ready but blocked on in-flight: wait for a response or a tick
+            self._wakeup.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    def _expire(self, now: int) -> None:
+        assert self.accumulator is not None
+        limit = self.config["delivery.timeout.ms"]
+        for q in self.accumulator.batches.values():
+            while q and now - q[0].created_ms > limit:
+                b = q.popleft()
+                self.accumulator.release(b)
+                b.fail(KafkaTimeoutError(f"expiring {len(b.records)} record(s) for {b.tp}: delivery.timeout.ms elapsed"))
+
+    def _dispatch(self, node: int, batches: list[ProducerBatch]) -> None:
+        for b in batches:
+            if b.payload is None:
+                # The idempotence seam: stamp producer id/epoch/sequence before the first send.
+                b.producer_id, b.producer_epoch = self.producer_id, self.producer_epoch
+                if self.producer_id >= 0:
+                    b.base_sequence = self.sequences.get(b.tp, 0)
+                    self.sequences[b.tp] = b.base_sequence + len(b.records)
+            b.encode(self.compression)
+            if self.config["max.in.flight.requests.per.connection"] == 1:
+                self._muted.add(b.tp)
+        self._in_flight[node] = self._in_flight.get(node, 0) + 1
+        task = asyncio.get_running_loop().create_task(self._produce(node, batches))
+        task.batches = batches  # type: ignore[attr-defined]
+        self._in_flight_tasks.add(task)
+        task.add_done_callback(self._in_flight_tasks.discard)
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        assert self.accumulator is not None and self._wakeup is not None
+        cls = request_class(PRODUCE)
+        by_topic: dict[str, list[Any]] = {}
+        for b in batches:
+            by_topic.setdefault(b.tp.topic, []).append(
+                cls.PartitionProduceData(index=b.tp.partition, records=b.payload))
+        req = cls(transactional_id=None, acks=self.acks, timeout_ms=self.config["request.timeout.ms"],
+                  topic_data=[cls.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()])
+        try:
+            conn = await self.client.conn(node)
+            if self.acks == 0:
+                conn.send_nowait(req, expect_response=False)
+                await conn.drain()
+                for b in batches:
+                    self._done(b)
+                    b.complete(-1, -1)
+                return
+            resp = await conn.send(req)
+        except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+            log.debug("produce to node %s failed: %r", node, e)
+            for b in batches:
+                self._retry_or_fail(b, e, refresh=True)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - fail the records rather than the sender
+            for b in batches:
+                self._done(b)
+                b.fail(e)
+            return
+        finally:
+            self._in_flight[node] -= 1
+            self._wakeup.set()
+        index = {b.tp: b for b in batches}
+        for t in resp.responses:
+            for p in t.partition_responses:
+                b = index.pop(TopicPartition(t.name, p.index), None)
+                if b is None:
+                    continue
+                if p.error_code == 0:
+                    self._done(b)
+                    b.complete(p.base_offset, p.log_append_time_ms)
+                elif is_retriable(p.error_code):
+                    self._retry_or_fail(b, error_for(p.error_code), refresh=p.error_code in _METADATA_ERRORS)
+                else:
+                    self._done(b)
+                    b.fail(error_for(p.error_code, f"produce to {b.tp}"))
+        for b in index.values():
+            self._done(b)
+            b.fail(error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"no response for {b.tp}"))
+
+    def _done(self, b: ProducerBatch) -> None:
+        assert self.accumulator is not None
+        self.accumulator.release(b)
+        self._muted.discard(b.tp)
+
+    def _retry_or_fail(self, b: ProducerBatch, exc: BaseException, *, refresh: bool) -> None:
+        assert self.accumulator is not None
+        b.attempts += 1
+        now = now_ms()
+        if b.attempts > self.config["retries"] or now - b.created_ms > self.config["delivery.timeout.ms"]:
+            self._done(b)
+            b.fail(exc)
+            return
+        b.retry_after_ms = now + self.config["retry.backoff.ms"]
+        self._muted.discard(b.tp)
+        self.accumulator.reenqueue(b)
+        if refresh:
+            self.client.cluster.topics.pop(b.tp.topic, None)
+            self.client.add_topics([b.tp.topic])

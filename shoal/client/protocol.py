@@ -1,0 +1,40 @@
+"""The generated codec tables as the client uses them, and the client's version caps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from shoal.protocol.generated import API_BY_KEY
+except ImportError:  # the table may live in shoal.protocol.apis instead
+    from shoal.protocol.apis import API_BY_KEY  # type: ignore[no-redef]
+
+SPECS: dict[int, Any] = dict(API_BY_KEY)
+API_KEY_OF: dict[type, int] = {spec.request: key for key, spec in SPECS.items()}
+
+# Api keys used by the client.
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 15, 16, 18
+CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
+CREATE_PARTITIONS, DELETE_GROUPS, OFFSET_DELETE, DESCRIBE_CLUSTER = 37, 42, 47, 60
+
+# Versions above these change the request's shape in ways this client does not build
+# (topic ids instead of names in Fetch v13+, batched groups in OffsetFetch v8+, ...).
+CLIENT_MAX_VERSIONS: dict[int, int] = {
+    FETCH: 12,
+    OFFSET_FETCH: 7,
+    DELETE_TOPICS: 5,
+    METADATA: 12,
+    PRODUCE: 11,
+}
+
+
+def request_class(api_key: int) -> Any:
+    return SPECS[api_key].request
+
+
+def nested(cls: Any, name: str) -> Any:
+    """A nested struct class of a generated message class."""
+    return getattr(cls, name)

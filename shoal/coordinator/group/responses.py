@@ -1,0 +1,164 @@
+"""Building responses of the group APIs, including whole-request error responses.
+
+`error_response` answers a request with one error in every place Kafka puts
+it for that API and version (used for NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
+from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
+from shoal.protocol.generated.heartbeat_response import HeartbeatResponse
+from shoal.protocol.generated.join_group_response import JoinGroupResponse
+from shoal.protocol.generated.leave_group_response import LeaveGroupResponse
+from shoal.protocol.generated.list_groups_response import ListGroupsResponse
+from shoal.protocol.generated.offset_commit_response import OffsetCommitResponse
+from shoal.protocol.generated.offset_delete_response import OffsetDeleteResponse
+from shoal.protocol.generated.offset_fetch_response import OffsetFetchResponse
+from shoal.protocol.generated.sync_group_response import SyncGroupResponse
+from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitResponse
+
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+TXN_OFFSET_COMMIT = 28
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
+
+GROUP_API_KEYS = frozenset(
+    {OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS,
+     LIST_GROUPS, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE}
+)
+
+UNKNOWN_GENERATION_ID = -1
+INVALID_OFFSET = -1
+
+
+def join_response(
+    api_version: int,
+    *,
+    error: int,
+    member_id: str = "",
+    generation_id: int = UNKNOWN_GENERATION_ID,
+    protocol_type: str | None = None,
+    protocol_name: str | None = None,
+    leader: str = "",
+    skip_assignment: bool = False,
+    members: list[tuple[str, str | None, bytes]] | None = None,
+) -> JoinGroupResponse:
+    """A JoinGroupResponse; protocol name is "" rather than null before v7 (not nullable there)."""
+    if protocol_name is None and api_version < 7:
+        protocol_name = ""
+    return JoinGroupResponse(
+        error_code=int(error),
+        generation_id=generation_id,
+        protocol_type=protocol_type,
+        protocol_name=protocol_name,
+        leader=leader,
+        skip_assignment=skip_assignment,
+        member_id=member_id,
+        members=[
+            JoinGroupResponse.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
+            for mid, iid, meta in (members or [])
+        ],
+    )
+
+
+def sync_response(
+    api_version: int,
+    *,
+    error: int,
+    assignment: bytes = b"",
+    protocol_type: str | None = None,
+    protocol_name: str | None = None,
+) -> SyncGroupResponse:
+    return SyncGroupResponse(
+        error_code=int(error), assignment=assignment, protocol_type=protocol_type, protocol_name=protocol_name
+    )
+
+
+def offset_commit_response(
+    topics: list[tuple[str, list[tuple[int, int]]]], cls: type = OffsetCommitResponse
+) -> Any:
+    """(topic, [(partition, error)]) in request order."""
+    topic_cls = getattr(cls, cls.__name__.replace("Response", "ResponseTopic"))
+    part_cls = getattr(cls, cls.__name__.replace("Response", "ResponsePartition"))
+    return cls(
+        topics=[
+            topic_cls(name=name, partitions=[part_cls(partition_index=p, error_code=int(e)) for p, e in parts])
+            for name, parts in topics
+        ]
+    )
+
+
+def _request_topics(request: Any) -> list[tuple[str, list[int]]]:
+    """(topic, [partitions]) of an OffsetCommit/TxnOffsetCommit request."""
+    return [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics]
+
+
+def offset_fetch_group_error(group_id: str, error: int) -> OffsetFetchResponse.OffsetFetchResponseGroup:
+    return OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group_id, topics=[], error_code=int(error))
+
+
+def error_response(api_key: int, api_version: int, request: Any, error: int) -> Any:
+    """The response to `request` failing as a whole with `error`."""
+    error = int(error)
+    if api_key == JOIN_GROUP:
+        return join_response(api_version, error=error, member_id=request.member_id)
+    if api_key == SYNC_GROUP:
+        return sync_response(api_version, error=error)
+    if api_key == HEARTBEAT:
+        return HeartbeatResponse(error_code=error)
+    if api_key == LEAVE_GROUP:
+        return LeaveGroupResponse(error_code=error, members=[])
+    if api_key == OFFSET_COMMIT:
+        return offset_commit_response([(n, [(p, error) for p in ps]) for n, ps in _request_topics(request)])
+    if api_key == TXN_OFFSET_COMMIT:
+        return offset_commit_response(
+            [(n, [(p, error) for p in ps]) for n, ps in _request_topics(request)], TxnOffsetCommitResponse
+        )
+    if api_key == OFFSET_FETCH:
+        if api_version >= 8:
+            return OffsetFetchResponse(groups=[offset_fetch_group_error(g.group_id, error) for g in request.groups])
+        topics = []
+        if request.topics is not None:
+            # Before v2 there is no top-level error: each partition carries it.
+            topics = [
+                OffsetFetchResponse.OffsetFetchResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        OffsetFetchResponse.OffsetFetchResponsePartition(
+                            partition_index=p, committed_offset=INVALID_OFFSET, committed_leader_epoch=-1,
+                            metadata="", error_code=error,
+                        )
+                        for p in t.partition_indexes
+                    ],
+                )
+                for t in request.topics
+            ]
+        return OffsetFetchResponse(topics=topics, error_code=error)
+    if api_key == DESCRIBE_GROUPS:
+        return DescribeGroupsResponse(
+            groups=[
+                DescribeGroupsResponse.DescribedGroup(error_code=error, group_id=g, group_state="", protocol_type="",
+                                                      protocol_data="", members=[])
+                for g in request.groups
+            ]
+        )
+    if api_key == LIST_GROUPS:
+        return ListGroupsResponse(error_code=error, groups=[])
+    if api_key == DELETE_GROUPS:
+        return DeleteGroupsResponse(
+            results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=error) for g in request.groups_names]
+        )
+    if api_key == OFFSET_DELETE:
+        return OffsetDeleteResponse(error_code=error, topics=[])
+    raise ValueError(f"not a group coordinator API: {api_key}")

@@ -1,0 +1,103 @@
+"""Reading a `__consumer_offsets` partition back for replay.
+
+Loading is compaction: only the last record of each key matters, so the
+loader keeps the last value per key (raw bytes, undecoded) and the shard
+replays each distinct key once. Record framing is walked with a tight loop
+that reads only the key and value (no headers, no Record objects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shoal.protocol import record_batch as rb
+
+_READ_CHUNK = 8 * 1024 * 1024
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    pos += 1
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos
+    result = b & 0x7F
+    shift = 7
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise rb.CorruptRecordError("varint is too long")
+
+
+def collect_latest(data: bytes, count: int, latest: dict[bytes, bytes | None]) -> None:
+    """Add the (key -> value) of `count` records in a batch's records section to `latest`."""
+    rv = _varint
+    pos = 0
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = rv(data, pos)
+        end = pos + length
+        pos += 1  # attributes
+        # timestamp delta and offset delta: skip their varints.
+        while data[pos] & 0x80:
+            pos += 1
+        pos += 1
+        while data[pos] & 0x80:
+            pos += 1
+        pos += 1
+        b = data[pos]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            klen, pos = rv(data, pos)
+        if klen < 0:
+            pos = end  # a record without key is not a coordinator record
+            continue
+        key = data[pos:pos + klen]
+        pos += klen
+        b = data[pos]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            vlen, pos = rv(data, pos)
+        latest[key] = None if vlen < 0 else data[pos:pos + vlen]
+        pos = end
+
+
+def iter_log_chunks(log, start: int, end: int) -> Iterator[tuple[bytes | memoryview, int]]:
+    """(buffer of whole batches, next offset) from `start` up to `end`."""
+    offset = start
+    while offset < end:
+        buf = log.read(offset, _READ_CHUNK)
+        if not buf:
+            return
+        last = None
+        for h in rb.iter_batches(buf):
+            last = h
+        if last is None:
+            return
+        yield buf, last.base_offset + last.last_offset_delta + 1
+        offset = last.base_offset + last.last_offset_delta + 1
+
+
+def latest_records(log) -> dict[bytes, bytes | None]:
+    """Last value of every key in the log (control batches skipped), in first-seen key order."""
+    latest: dict[bytes, bytes | None] = {}
+    start = log.log_start_offset
+    end = log.log_end_offset
+    for buf, _next in iter_log_chunks(log, start, end):
+        for h in rb.iter_batches(buf):
+            if h.attributes & rb.CONTROL_MASK:
+                continue
+            collect_latest(rb.records_payload(buf, h), h.records_count, latest)
+    return latest

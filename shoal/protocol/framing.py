@@ -1,0 +1,118 @@
+"""Request/response framing: size prefix and headers.
+
+A Kafka frame is ``int32 size`` followed by a header and the message body.
+Request header v0 (ControlledShutdown v0 only): api_key, api_version,
+correlation_id; v1 adds a nullable int16-length client_id; v2 adds a tagged
+fields section (client_id stays a classic int16 string so old brokers can read
+any ApiVersions request). Response header v0 is the correlation id; v1 adds
+tagged fields. ApiVersions responses always use response header v0.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from shoal.protocol.errors import DecodeError
+from shoal.protocol.generated import FLEXIBLE_MIN_BY_KEY
+from shoal.protocol.generated.request_header import RequestHeader
+from shoal.protocol.primitives import skip_tagged_fields
+
+__all__ = [
+    "API_VERSIONS_KEY",
+    "CONTROLLED_SHUTDOWN_KEY",
+    "decode_request_header",
+    "decode_response_header",
+    "encode_request",
+    "encode_response",
+    "request_header_version",
+    "response_header_version",
+]
+
+API_VERSIONS_KEY = 18
+CONTROLLED_SHUTDOWN_KEY = 7
+
+_I32 = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+_SIZE_CORR = struct.Struct(">ii")
+_SIZE_CORR_TAGS = struct.Struct(">iiB")
+
+
+def _is_flexible(api_key: int, api_version: int) -> bool:
+    flex = FLEXIBLE_MIN_BY_KEY.get(api_key)
+    return flex is not None and api_version >= flex
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Request header version: 2 if the API version is flexible, else 1 (ControlledShutdown v0: 0)."""
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return 0
+    return 2 if _is_flexible(api_key, api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """Response header version: 1 if flexible, else 0; ApiVersions responses are always 0."""
+    if api_key == API_VERSIONS_KEY:
+        # Kafka keeps v0 so a client that sent a too-new version can still parse the error.
+        return 0
+    return 1 if _is_flexible(api_key, api_version) else 0
+
+
+def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
+    """Decode the header of a request (``buf`` starts after the size prefix).
+
+    Reads api_key and api_version first, then the header version they imply.
+    An unknown api key is decoded as header v1 (key, version, correlation id,
+    client id) so the caller can still answer or close. Returns the header and
+    the offset at which the body starts.
+    """
+    try:
+        api_key, api_version = _KEY_VERSION.unpack_from(buf, 0)
+    except struct.error:
+        raise DecodeError("truncated request header") from None
+    hv = request_header_version(api_key, api_version)
+    return RequestHeader.decode_from(buf, 0, hv)
+
+
+def encode_request(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: bytes | bytearray | memoryview,
+) -> bytes:
+    """A complete request frame: size prefix, header of the right version, body."""
+    hv = request_header_version(api_key, api_version)
+    header = RequestHeader(
+        request_api_key=api_key,
+        request_api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=client_id if hv >= 1 else None,
+    )
+    out = bytearray(4)
+    header.encode_into(out, hv)
+    out += body
+    _I32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def encode_response(correlation_id: int, header_version: int, body: bytes | bytearray | memoryview) -> bytes:
+    """A complete response frame: size prefix, response header, body."""
+    if header_version == 0:
+        return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body
+    if header_version == 1:
+        # v1 = correlation id + empty tagged-fields section
+        return _SIZE_CORR_TAGS.pack(len(body) + 5, correlation_id, 0) + body
+    raise ValueError(f"unknown response header version {header_version}")
+
+
+def decode_response_header(buf: bytes | bytearray | memoryview, header_version: int) -> tuple[int, int]:
+    """Decode a response header (``buf`` starts after the size prefix): (correlation_id, body_offset)."""
+    try:
+        (correlation_id,) = _I32.unpack_from(buf, 0)
+    except struct.error:
+        raise DecodeError("truncated response header") from None
+    if header_version == 0:
+        return correlation_id, 4
+    if header_version == 1:
+        return correlation_id, skip_tagged_fields(buf, 4)
+    raise ValueError(f"unknown response header version {header_version}")

@@ -1,0 +1,739 @@
+"""RecordBatch v2 (magic 2): header parsing, validation, building and iterating records.
+
+Layout of one batch (big-endian; offsets in bytes from the batch start)::
+
+     0 baseOffset int64          27 baseTimestamp int64
+     8 batchLength int32         35 maxTimestamp int64
+    12 partitionLeaderEpoch int32 43 producerId int64
+    16 magic int8 (= 2)          51 producerEpoch int16
+    17 crc uint32 (CRC-32C of    53 baseSequence int32
+       bytes 21..end)            57 recordsCount int32
+    21 attributes int16          61 records (maybe compressed)
+    23 lastOffsetDelta int32
+
+``batchLength`` counts from byte 12 to the end, so a batch occupies
+``batchLength + 12`` bytes (``LOG_OVERHEAD`` = 12). Kafka's ``message.max.bytes``
+/ ``max.message.bytes`` is compared with that whole size (``sizeInBytes`` in the
+Java code, log overhead included), which is why its default is 1048588 =
+1 MiB + 12.
+
+The broker path (``validate_batches``, ``set_base_offset``,
+``set_log_append_time``) never decodes records: it reads fixed header fields
+and checks the CRC with the C extension. ``iter_records`` / ``build_batch`` are
+for clients, coordinators and the log cleaner.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+from google_crc32c import value as _crc32c
+
+from shoal.protocol import compression as _compression
+
+MAGIC = 2
+LOG_OVERHEAD = 12
+HEADER_SIZE = 61
+# batchLength of a batch with no records at all.
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+LENGTH_OFFSET = 8
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+RECORDS_COUNT_OFFSET = 57
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+NO_PRODUCER_ID = -1
+NO_TIMESTAMP = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_PREFIX = struct.Struct(">qiib")  # up to and including magic
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+assert _HEADER.size == HEADER_SIZE
+
+
+# Error codes are Kafka's; the broker maps them onto responses.
+class RecordBatchError(ValueError):
+    """Base class of record-batch errors; ``error_code`` is the Kafka error code."""
+
+    error_code = 2
+
+
+class CorruptRecordError(RecordBatchError):
+    """Bad CRC, impossible length, truncated batch (CORRUPT_MESSAGE, 2)."""
+
+    error_code = 2
+
+
+class RecordTooLargeError(RecordBatchError):
+    """A batch is larger than the allowed maximum (MESSAGE_TOO_LARGE, 10)."""
+
+    error_code = 10
+
+
+class InvalidRecordError(RecordBatchError):
+    """A well-formed batch that breaks a produce rule (INVALID_RECORD, 87)."""
+
+    error_code = 87
+
+
+class UnsupportedMessageFormatError(RecordBatchError):
+    """A magic 0/1 message set (UNSUPPORTED_FOR_MESSAGE_FORMAT, 43).
+
+    Legacy message sets put ``magic`` at byte 16 too, so they are told apart
+    from v2 batches by the same field; shoal stores only magic 2.
+    """
+
+    error_code = 43
+
+
+class BatchHeader:
+    """The fixed 61-byte header of one batch, plus where it starts in its buffer."""
+
+    __slots__ = (
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
+        "position",
+    )
+
+    def __init__(
+        self,
+        base_offset: int,
+        batch_length: int,
+        partition_leader_epoch: int,
+        magic: int,
+        crc: int,
+        attributes: int,
+        last_offset_delta: int,
+        base_timestamp: int,
+        max_timestamp: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        records_count: int,
+        position: int = 0,
+    ) -> None:
+        self.base_offset = base_offset
+        self.batch_length = batch_length
+        self.partition_leader_epoch = partition_leader_epoch
+        self.magic = magic
+        self.crc = crc
+        self.attributes = attributes
+        self.last_offset_delta = last_offset_delta
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.records_count = records_count
+        self.position = position
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return (self.attributes & TIMESTAMP_TYPE_MASK) >> 3
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record (wraps at int32 like Kafka); -1 without a sequence."""
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchHeader(base_offset={self.base_offset}, size={self.size}, "
+            f"last_offset_delta={self.last_offset_delta}, records={self.records_count}, "
+            f"attributes={self.attributes:#x}, producer_id={self.producer_id}, "
+            f"producer_epoch={self.producer_epoch}, base_sequence={self.base_sequence}, "
+            f"max_timestamp={self.max_timestamp}, position={self.position})"
+        )
+
+
+class Record(NamedTuple):
+    """One decoded record. ``headers`` keys are str, values bytes or None."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class ControlRecord(NamedTuple):
+    """A decoded transaction marker: ``control_type`` 0 abort, 1 commit."""
+
+    control_type: int
+    version: int
+    coordinator_epoch: int
+
+
+Buffer = bytes | bytearray | memoryview
+
+
+def _check_magic(magic: int, pos: int) -> None:
+    if magic != MAGIC:
+        if magic in (0, 1):
+            raise UnsupportedMessageFormatError(
+                f"message format v{magic} (magic {magic}) at position {pos} is not supported; "
+                "only RecordBatch v2 is"
+            )
+        raise CorruptRecordError(f"unknown magic {magic} at position {pos}")
+
+
+def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Parse the batch header at ``pos`` (no CRC check)."""
+    if len(buf) - pos < HEADER_SIZE:
+        if len(buf) - pos >= MAGIC_OFFSET + 1:
+            _check_magic(buf[pos + MAGIC_OFFSET], pos)
+        raise CorruptRecordError(f"truncated batch header at position {pos}")
+    fields = _HEADER.unpack_from(buf, pos)
+    _check_magic(fields[3], pos)
+    if fields[1] < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"batch length {fields[1]} at position {pos} is below the minimum")
+    return BatchHeader(*fields, pos)
+
+
+def compute_crc(buf: Buffer, pos: int, size: int) -> int:
+    """CRC-32C of a batch's bytes from ``attributes`` to its end."""
+    # The C extension only takes bytes (not memoryview/bytearray): one copy.
+    return _crc32c(bytes(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]))
+
+
+def crc_is_valid(buf: Buffer, header: BatchHeader) -> bool:
+    """True when the stored CRC matches the batch contents."""
+    return compute_crc(buf, header.position, header.size) == header.crc
+
+
+def validate_batches(
+    buf: Buffer,
+    max_batch_bytes: int | None = None,
+    *,
+    client: bool = True,
+) -> list[BatchHeader]:
+    """Validate every batch of a produce payload; return their headers in order.
+
+    Checks magic, lengths (every batch whole, nothing trailing) and the CRC.
+    ``max_batch_bytes`` is compared with each batch's whole size including the
+    12-byte log overhead, as Kafka compares ``max.message.bytes``.
+    With ``client`` (the default, a producer's payload) Kafka's extra produce
+    rules apply: at least one record, ``recordsCount == lastOffsetDelta + 1``,
+    a producer id implies a sequence, and no control batches.
+
+    Raises CorruptRecordError, RecordTooLargeError, InvalidRecordError or
+    UnsupportedMessageFormatError.
+    """
+    n = len(buf)
+    if n == 0:
+        raise InvalidRecordError("produce payload holds no record batch")
+    mv = memoryview(buf)
+    headers: list[BatchHeader] = []
+    pos = 0
+    unpack_prefix = _PREFIX.unpack_from
+    unpack = _HEADER.unpack_from
+    while pos < n:
+        if n - pos < MAGIC_OFFSET + 1:
+            raise CorruptRecordError(f"{n - pos} trailing bytes at position {pos} are not a batch")
+        _, batch_length, _, magic = unpack_prefix(mv, pos)
+        _check_magic(magic, pos)
+        if batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"batch length {batch_length} at position {pos} is below the minimum")
+        size = batch_length + LOG_OVERHEAD
+        if max_batch_bytes is not None and size > max_batch_bytes:
+            raise RecordTooLargeError(
+                f"the record batch size is {size} bytes which exceeds the maximum of {max_batch_bytes}"
+            )
+        if pos + size > n:
+            raise CorruptRecordError(f"batch at position {pos} claims {size} bytes but only {n - pos} remain")
+        h = BatchHeader(*unpack(mv, pos), pos)
+        if _crc32c(bytes(mv[pos + ATTRIBUTES_OFFSET : pos + size])) != h.crc:
+            raise CorruptRecordError(f"CRC mismatch in batch at position {pos}")
+        if h.last_offset_delta < 0 or h.records_count < 0:
+            raise CorruptRecordError(f"negative offset delta or record count in batch at position {pos}")
+        if client:
+            if h.records_count <= 0:
+                raise InvalidRecordError(f"invalid reported count for record batch: {h.records_count}")
+            if h.records_count != h.last_offset_delta + 1:
+                raise InvalidRecordError(
+                    f"inconsistent batch offset range (last offset delta {h.last_offset_delta}) "
+                    f"and count of records {h.records_count}"
+                )
+            if h.producer_id >= 0 and h.base_sequence < 0:
+                raise InvalidRecordError(
+                    f"invalid sequence number {h.base_sequence} in record batch with producerId {h.producer_id}"
+                )
+            if h.attributes & CONTROL_MASK:
+                raise InvalidRecordError("clients are not allowed to write control records")
+        headers.append(h)
+        pos += size
+    return headers
+
+
+def iter_batches(buf: Buffer, pos: int = 0, *, check_crc: bool = False) -> Iterator[BatchHeader]:
+    """Headers of the whole batches in ``buf``, stopping quietly at a trailing partial batch.
+
+    This is the reader's view (fetch responses may end with a partial batch).
+    Raises for bad magic, impossible lengths and (with ``check_crc``) bad CRCs.
+    """
+    n = len(buf)
+    mv = memoryview(buf)
+    while n - pos >= HEADER_SIZE:
+        _, batch_length, _, magic = _PREFIX.unpack_from(mv, pos)
+        _check_magic(magic, pos)
+        if batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"batch length {batch_length} at position {pos} is below the minimum")
+        size = batch_length + LOG_OVERHEAD
+        if pos + size > n:
+            return
+        h = BatchHeader(*_HEADER.unpack_from(mv, pos), pos)
+        if check_crc and compute_crc(mv, pos, size) != h.crc:
+            raise CorruptRecordError(f"CRC mismatch in batch at position {pos}")
+        yield h
+        pos += size
+
+
+def whole_batches_length(buf: Buffer, pos: int = 0) -> int:
+    """Number of bytes from ``pos`` covered by whole batches (a partial tail excluded)."""
+    end = pos
+    for h in iter_batches(buf, pos):
+        end = h.position + h.size
+    return end - pos
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Overwrite a batch's base offset in place (not covered by the CRC)."""
+    _I64.pack_into(buf, pos, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Overwrite a batch's partition leader epoch in place (not covered by the CRC)."""
+    _I32.pack_into(buf, pos + 12, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+    """Mark a batch LogAppendTime with ``timestamp`` as its max timestamp; recompute the CRC."""
+    size = _I32.unpack_from(buf, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    (attributes,) = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+
+
+# ---------------------------------------------------------------------------
+# varints (zigzag, as Kafka's ByteUtils.writeVarint / writeVarlong)
+
+
+def _encode_varint(n: int) -> bytes:
+    v = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+# Lengths and deltas are nearly always small: encode them by table lookup.
+_VARINT_CACHE_MAX = 1 << 14
+_VARINT_CACHE = [_encode_varint(n) for n in range(-1, _VARINT_CACHE_MAX)]
+
+
+def _varint(n: int) -> bytes:
+    if -1 <= n < _VARINT_CACHE_MAX:
+        return _VARINT_CACHE[n + 1]
+    return _encode_varint(n)
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    pos += 1
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos
+    result = b & 0x7F
+    shift = 7
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint is too long")
+
+
+# ---------------------------------------------------------------------------
+# decoding
+
+
+def _decode_records(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, timestamp_override: int | None
+) -> Iterator[Record]:
+    rv = _read_varint
+    pos = 0
+    end = len(data)
+    for _ in range(count):
+        length, pos = rv(data, pos)
+        record_end = pos + length
+        if length < 0 or record_end > end:
+            raise CorruptRecordError("record length runs past the end of the batch")
+        pos += 1  # record attributes: unused
+        ts_delta, pos = rv(data, pos)
+        offset_delta, pos = rv(data, pos)
+        klen, pos = rv(data, pos)
+        if klen < 0:
+            key = None
+        else:
+            key = data[pos : pos + klen]
+            pos += klen
+        vlen, pos = rv(data, pos)
+        if vlen < 0:
+            value = None
+        else:
+            value = data[pos : pos + vlen]
+            pos += vlen
+        nheaders, pos = rv(data, pos)
+        headers: list[tuple[str, bytes | None]] = []
+        for _h in range(nheaders):
+            hklen, pos = rv(data, pos)
+            if hklen < 0:
+                raise CorruptRecordError("null header key")
+            hkey = data[pos : pos + hklen].decode("utf-8", "replace")
+            pos += hklen
+            hvlen, pos = rv(data, pos)
+            if hvlen < 0:
+                hval = None
+            else:
+                hval = data[pos : pos + hvlen]
+                pos += hvlen
+            headers.append((hkey, hval))
+        if pos != record_end:
+            raise CorruptRecordError("record length does not match its contents")
+        ts = base_timestamp + ts_delta if timestamp_override is None else timestamp_override
+        yield Record(base_offset + offset_delta, ts, key, value, headers)
+
+
+def records_payload(batch: Buffer, header: BatchHeader | None = None) -> bytes:
+    """The (decompressed) records section of the batch starting at byte 0 of ``batch``."""
+    h = header if header is not None else parse_header(batch)
+    start = h.position + HEADER_SIZE
+    end = h.position + h.size
+    if len(batch) < end:
+        raise CorruptRecordError(f"batch needs {h.size} bytes, buffer has {len(batch) - h.position}")
+    raw = memoryview(batch)[start:end]
+    codec = h.attributes & COMPRESSION_MASK
+    if codec == _compression.NONE:
+        return bytes(raw)
+    try:
+        return _compression.decompress(codec, raw)
+    except _compression.CompressionError as e:
+        raise CorruptRecordError(str(e)) from e
+
+
+def iter_records(batch: Buffer, header: BatchHeader | None = None) -> Iterator[Record]:
+    """Decode the records of one batch (at ``header.position``, default the start of ``batch``).
+
+    Offsets are absolute. For LogAppendTime batches every record reports the
+    batch's max timestamp, as Kafka clients do. Control batches yield their
+    control record (decode it with ``parse_control_record``).
+    """
+    h = header if header is not None else parse_header(batch)
+    data = records_payload(batch, h)
+    override = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
+    try:
+        yield from _decode_records(data, h.records_count, h.base_offset, h.base_timestamp, override)
+    except IndexError:
+        raise CorruptRecordError("record data is truncated") from None
+
+
+def iter_all_records(buf: Buffer, *, skip_control: bool = True) -> Iterator[tuple[BatchHeader, Record]]:
+    """Every record of every whole batch in ``buf`` (fetch data; a partial tail is ignored)."""
+    for h in iter_batches(buf):
+        if skip_control and h.attributes & CONTROL_MASK:
+            continue
+        for r in iter_records(buf, h):
+            yield h, r
+
+
+def parse_control_record(key: Buffer, value: Buffer | None) -> ControlRecord:
+    """Decode a control record's key (version, type) and value (version, coordinator epoch)."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError("control record key is too short")
+    version, ctype = _CONTROL_KEY.unpack_from(key, 0)
+    epoch = -1
+    if value is not None and len(value) >= _CONTROL_VALUE.size:
+        _, epoch = _CONTROL_VALUE.unpack_from(value, 0)
+    return ControlRecord(ctype, version, epoch)
+
+
+def control_type(batch: Buffer, header: BatchHeader | None = None) -> int:
+    """The marker type (CONTROL_ABORT / CONTROL_COMMIT) of a control batch."""
+    h = header if header is not None else parse_header(batch)
+    if not h.is_control:
+        raise ValueError("not a control batch")
+    for r in iter_records(batch, h):
+        return parse_control_record(r.key, r.value).control_type
+    raise CorruptRecordError("control batch without records")
+
+
+# ---------------------------------------------------------------------------
+# building
+
+RecordInput = tuple[int, Buffer | None, Buffer | None, Sequence[tuple[str | bytes, Buffer | None]] | None]
+
+
+def _encode_record(out: bytearray, offset_delta: int, ts_delta: int, key, value, headers) -> None:
+    body = bytearray(b"\x00")
+    body += _varint(ts_delta)
+    body += _varint(offset_delta)
+    if key is None:
+        body += b"\x01"  # varint(-1)
+    else:
+        body += _varint(len(key))
+        body += key
+    if value is None:
+        body += b"\x01"
+    else:
+        body += _varint(len(value))
+        body += value
+    if headers:
+        body += _varint(len(headers))
+        for hk, hv in headers:
+            hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+            body += _varint(len(hkb))
+            body += hkb
+            if hv is None:
+                body += b"\x01"
+            else:
+                body += _varint(len(hv))
+                body += hv
+    else:
+        body += b"\x00"
+    out += _varint(len(body))
+    out += body
+
+
+def _assemble(
+    payload: bytes | bytearray,
+    *,
+    count: int,
+    base_offset: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    attributes: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+) -> bytes:
+    batch = bytearray(
+        _HEADER.pack(
+            base_offset,
+            MIN_BATCH_LENGTH + len(payload),
+            partition_leader_epoch,
+            MAGIC,
+            0,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    )
+    batch += payload
+    _U32.pack_into(batch, CRC_OFFSET, _crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
+    return bytes(batch)
+
+
+def _attributes(compression: int, timestamp_type: int, is_transactional: bool, is_control: bool) -> int:
+    if compression not in _compression.CODEC_NAMES:
+        raise ValueError(f"unknown compression codec {compression}")
+    return (
+        compression
+        | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
+        | (TRANSACTIONAL_MASK if is_transactional else 0)
+        | (CONTROL_MASK if is_control else 0)
+    )
+
+
+def _finish_payload(raw: bytearray, compression: int, level: int | None) -> bytes | bytearray:
+    if compression == _compression.NONE:
+        return raw
+    return _compression.compress(compression, raw, level)
+
+
+def build_batch(
+    records: Iterable[RecordInput],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    partition_leader_epoch: int = -1,
+    timestamp_type: int = 0,
+    compression_level: int | None = None,
+) -> bytes:
+    """Encode records ``(timestamp, key, value, headers)`` as one v2 batch.
+
+    Offsets are consecutive from ``base_offset``; the first record's timestamp
+    is the base timestamp. ``headers`` is a sequence of ``(str, bytes|None)``
+    (or None for no headers).
+    """
+    raw = bytearray()
+    count = 0
+    base_ts = None
+    max_ts = NO_TIMESTAMP
+    for ts, key, value, headers in records:
+        if base_ts is None:
+            base_ts = ts
+        if ts > max_ts:
+            max_ts = ts
+        _encode_record(raw, count, ts - base_ts, key, value, headers)
+        count += 1
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    return _assemble(
+        _finish_payload(raw, compression, compression_level),
+        count=count,
+        base_offset=base_offset,
+        last_offset_delta=count - 1,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        attributes=_attributes(compression, timestamp_type, is_transactional, False),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def build_control_batch(
+    control_type: int,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Encode a transaction marker (CONTROL_ABORT or CONTROL_COMMIT) as a control batch."""
+    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise ValueError(f"unknown control type {control_type}")
+    raw = bytearray()
+    _encode_record(
+        raw, 0, 0, _CONTROL_KEY.pack(0, control_type), _CONTROL_VALUE.pack(0, coordinator_epoch), None
+    )
+    return _assemble(
+        raw,
+        count=1,
+        base_offset=base_offset,
+        last_offset_delta=0,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        attributes=TRANSACTIONAL_MASK | CONTROL_MASK,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def rebuild_batch(
+    header: BatchHeader, records: Sequence[Record], *, compression_level: int | None = None
+) -> bytes:
+    """Re-encode a subset of a batch's records, keeping its header identity.
+
+    Used by the log cleaner: base offset, last offset delta (so the batch keeps
+    its offset range and the producer's last sequence), producer id/epoch,
+    base sequence, attributes and partition leader epoch are kept; records keep
+    their absolute offsets and timestamps (offset deltas may now have gaps).
+    """
+    if not records:
+        raise ValueError("rebuild_batch needs at least one record")
+    raw = bytearray()
+    base_ts = header.base_timestamp
+    log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    max_ts = header.max_timestamp if log_append else NO_TIMESTAMP
+    for r in records:
+        if not log_append and r.timestamp > max_ts:
+            max_ts = r.timestamp
+        _encode_record(raw, r.offset - header.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
+    codec = header.attributes & COMPRESSION_MASK
+    return _assemble(
+        _finish_payload(raw, codec, compression_level),
+        count=len(records),
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        attributes=header.attributes,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+    )

@@ -1,0 +1,143 @@
+"""Log compaction (cleanup.policy=compact): keep the latest record per key.
+
+Rules, per pass over one PartitionLog:
+
+- The key map holds, per key, the highest offset of a record with that key
+  in the whole log, active segment included.
+- Cleanable segments: the non-active ones, oldest first, stopping at the first
+  whose newest record is younger than ``min.compaction.lag.ms``.
+- In a cleanable segment a keyed record survives only if it is the latest for
+  its key. A tombstone (null value) that is the latest for its key survives
+  until its segment's largest timestamp is more than ``delete.retention.ms``
+  old, so consumers that are behind still see the delete.
+- Records with a null key are kept (the broker rejects them on produce to a
+  compacted topic; anything already there is not ours to drop).
+- Offsets never change. A batch that lost records is re-encoded with the
+  survivors, keeping its base offset, last offset delta (so its offset range
+  and the producer's last sequence are unchanged), producer fields and
+  compression; a batch that lost all its records is dropped.
+- Control batches and transactional batches are copied untouched and their
+  keys do not enter the key map: dropping records of aborted or committed
+  transactions correctly needs the aborted-transaction index (``.txnindex``),
+  which arrives together with transactions in storage.
+- A rewritten segment is written to ``<base>.log.cleaned`` (+ indexes), fsynced,
+  then swapped in by rename; a crash before the swap leaves the old files
+  (the ``.cleaned`` leftovers are deleted on load), a crash during the swap
+  leaves a complete new log whose missing indexes are rebuilt on load.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from shoal.protocol import record_batch as rb
+from shoal.storage.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    segment_file_name,
+)
+
+if TYPE_CHECKING:
+    from shoal.storage.log import PartitionLog
+
+
+def _latest_offsets(log: PartitionLog) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for seg in log.segments:
+        for h, batch in seg.iter_batches():
+            if h.attributes & (rb.CONTROL_MASK | rb.TRANSACTIONAL_MASK):
+                continue
+            for r in rb.iter_records(batch, h):
+                if r.key is not None:
+                    latest[r.key] = r.offset
+    return latest
+
+
+def compact_segments(log: PartitionLog, now_ms: int) -> int:
+    """One compaction pass over ``log``; returns the number of records removed."""
+    cfg = log.config
+    segments = log.segments
+    if len(segments) < 2:
+        return 0
+    latest = _latest_offsets(log)
+    removed_total = 0
+    for index, seg in enumerate(segments[:-1]):
+        if cfg.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms:
+            break
+        drop_tombstones = now_ms - seg.largest_timestamp() > cfg.delete_retention_ms
+        # The rewrite starts only at the first batch that loses a record, so an
+        # unchanged segment is never copied; from there on batches stream into
+        # the .cleaned segment.
+        cleaned: Segment | None = None
+        removed = 0
+        for h in seg.iter_headers(0):
+            position = h.position
+            batch = os.pread(seg.fd, h.size, position)
+            h.position = 0
+            if h.attributes & (rb.CONTROL_MASK | rb.TRANSACTIONAL_MASK):
+                if cleaned is not None:
+                    cleaned.append(batch, [h])
+                continue
+            records = list(rb.iter_records(batch, h))
+            keep = [
+                r
+                for r in records
+                if r.key is None
+                or (latest.get(r.key) == r.offset and not (r.value is None and drop_tombstones))
+            ]
+            if len(keep) == len(records):
+                if cleaned is not None:
+                    cleaned.append(batch, [h])
+                continue
+            removed += len(records) - len(keep)
+            if cleaned is None:
+                cleaned = Segment(seg.dir, seg.base_offset, seg.config, now_ms, suffix=CLEANED_SUFFIX)
+                for ph in seg.iter_headers(0):
+                    if ph.position >= position:
+                        break
+                    data = os.pread(seg.fd, ph.size, ph.position)
+                    ph.position = 0
+                    cleaned.append(data, [ph])
+            if keep:
+                new = rb.rebuild_batch(h, keep)
+                cleaned.append(new, [rb.parse_header(new)])
+        if cleaned is not None:
+            log._replace_segment(index, _swap(seg, cleaned, now_ms))
+            removed_total += removed
+    return removed_total
+
+
+def _swap(seg: Segment, cleaned: Segment, now_ms: int) -> Segment:
+    """Make ``cleaned`` (a ``.cleaned`` segment) the new contents of ``seg``; return the reopened Segment."""
+    directory, base, config = seg.dir, seg.base_offset, seg.config
+    cleaned.on_roll()
+    cleaned.dirty = True
+    cleaned.fsync()
+    cleaned.close()
+    seg.close()
+    # Old indexes go first: if we die after this, the new log's indexes are rebuilt on load.
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        try:
+            (directory / segment_file_name(base, suffix)).unlink()
+        except FileNotFoundError:
+            pass
+    name = segment_file_name(base, LOG_SUFFIX)
+    os.replace(directory / (name + CLEANED_SUFFIX), directory / name)
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        name = segment_file_name(base, suffix)
+        os.replace(directory / (name + CLEANED_SUFFIX), directory / name)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fresh = Segment(directory, base, config, now_ms)
+    fresh.load_indexes()
+    if fresh.next_offset < seg.next_offset:
+        # An emptied (or end-trimmed) segment still spans up to where the old one ended.
+        fresh.next_offset = seg.next_offset
+    return fresh

@@ -1,0 +1,190 @@
+"""Per-log configuration with Kafka's defaults and topic-config names."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from shoal.storage.errors import InvalidConfigError
+
+# Kafka's "never" for flush.messages / flush.ms is Long.MAX_VALUE.
+_LONG_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """How one partition log is segmented, flushed, retained and cleaned.
+
+    Durability of the flush settings (see docs/durability.md):
+
+    - ``flush_interval_messages=1``: every append is fsynced before ``append``
+      returns, so an acknowledged write survives ``kill -9`` and power loss.
+    - ``flush_interval_messages=N`` / ``flush_interval_ms=T``: fsync after N
+      messages / when T ms passed since the last fsync (checked on append and
+      by ``LogManager.run_periodic``); a machine crash may lose the writes
+      since the last fsync.
+    - default (both None, Kafka's Long.MAX): never fsync on the write path;
+      acknowledged data is in the OS page cache, so it survives ``kill -9`` of
+      the process (the kernel still writes it out) but not a machine crash or
+      power loss. ``close()`` always fsyncs.
+    """
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 604800000  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    flush_interval_messages: int | None = None  # None: never (OS page cache only)
+    flush_interval_ms: int | None = None
+    cleanup_policy: str = "delete"  # "delete" | "compact" | "compact,delete"
+    max_message_bytes: int = 1048588  # whole batch incl. 12-byte log overhead
+    index_interval_bytes: int = 4096
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    min_compaction_lag_ms: int = 0
+    delete_retention_ms: int = 86400000
+    segment_index_bytes: int = 10 * 1024 * 1024
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    def replace(self, **changes: object) -> LogConfig:
+        """A copy with some fields changed (validated)."""
+        cfg = dataclasses.replace(self, **changes)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        """Raise InvalidConfigError when a value is outside what Kafka accepts."""
+
+        def need(cond: bool, name: str, value: object, rule: str) -> None:
+            if not cond:
+                raise InvalidConfigError(f"invalid value {value!r} for configuration {name}: {rule}")
+
+        # Kafka allows segment.bytes down to 14 (a legacy record's overhead).
+        need(self.segment_bytes >= 14, "segment.bytes", self.segment_bytes, "must be at least 14")
+        need(self.segment_ms >= 1, "segment.ms", self.segment_ms, "must be at least 1")
+        need(self.retention_ms >= -1, "retention.ms", self.retention_ms, "must be at least -1")
+        need(
+            self.flush_interval_messages is None or self.flush_interval_messages >= 1,
+            "flush.messages",
+            self.flush_interval_messages,
+            "must be at least 1",
+        )
+        need(
+            self.flush_interval_ms is None or self.flush_interval_ms >= 0,
+            "flush.ms",
+            self.flush_interval_ms,
+            "must be at least 0",
+        )
+        policies = [p.strip() for p in self.cleanup_policy.split(",") if p.strip()]
+        need(
+            bool(policies) and all(p in ("delete", "compact") for p in policies),
+            "cleanup.policy",
+            self.cleanup_policy,
+            "must be a list of 'delete' and/or 'compact'",
+        )
+        need(self.max_message_bytes >= 0, "max.message.bytes", self.max_message_bytes, "must be at least 0")
+        need(
+            self.index_interval_bytes >= 0,
+            "index.interval.bytes",
+            self.index_interval_bytes,
+            "must be at least 0",
+        )
+        need(
+            self.message_timestamp_type in ("CreateTime", "LogAppendTime"),
+            "message.timestamp.type",
+            self.message_timestamp_type,
+            "must be CreateTime or LogAppendTime",
+        )
+        need(
+            self.min_compaction_lag_ms >= 0,
+            "min.compaction.lag.ms",
+            self.min_compaction_lag_ms,
+            "must be at least 0",
+        )
+        need(
+            self.delete_retention_ms >= 0,
+            "delete.retention.ms",
+            self.delete_retention_ms,
+            "must be at least 0",
+        )
+        need(
+            self.segment_index_bytes >= 4,
+            "segment.index.bytes",
+            self.segment_index_bytes,
+            "must be at least 4",
+        )
+
+    @classmethod
+    def from_topic_configs(
+        cls, configs: dict[str, str | None], defaults: LogConfig | None = None
+    ) -> LogConfig:
+        """Overlay Kafka topic configs (``segment.bytes``, ``retention.ms``, ...) on ``defaults``.
+
+        Names this layer does not own (``compression.type``,
+        ``min.insync.replicas``, ...) are ignored; a None value means "use the
+        default". Bad values raise InvalidConfigError.
+        """
+        base = defaults if defaults is not None else cls()
+        changes: dict[str, object] = {}
+        for name, raw in configs.items():
+            spec = _TOPIC_CONFIGS.get(name)
+            if spec is None or raw is None:
+                continue
+            field, kind = spec
+            changes[field] = _parse(name, raw, kind)
+        cfg = dataclasses.replace(base, **changes)
+        cfg.validate()
+        return cfg
+
+
+_TOPIC_CONFIGS: dict[str, tuple[str, str]] = {
+    "segment.bytes": ("segment_bytes", "int"),
+    "segment.ms": ("segment_ms", "long"),
+    "retention.ms": ("retention_ms", "long"),
+    "retention.bytes": ("retention_bytes", "long"),
+    "flush.messages": ("flush_interval_messages", "never_long"),
+    "flush.ms": ("flush_interval_ms", "never_long"),
+    "cleanup.policy": ("cleanup_policy", "policy"),
+    "max.message.bytes": ("max_message_bytes", "int"),
+    "index.interval.bytes": ("index_interval_bytes", "int"),
+    "message.timestamp.type": ("message_timestamp_type", "str"),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", "long"),
+    "delete.retention.ms": ("delete_retention_ms", "long"),
+    "segment.index.bytes": ("segment_index_bytes", "int"),
+}
+
+TOPIC_CONFIG_NAMES = frozenset(_TOPIC_CONFIGS)
+
+
+def _parse(name: str, raw: str, kind: str) -> object:
+    text = str(raw).strip()
+    if kind in ("int", "long", "never_long"):
+        try:
+            value = int(text)
+        except ValueError:
+            raise InvalidConfigError(
+                f"invalid value {raw!r} for configuration {name}: not a number"
+            ) from None
+        limit = (1 << 31) - 1 if kind == "int" else _LONG_MAX
+        if not -(limit + 1) <= value <= limit:
+            raise InvalidConfigError(f"invalid value {raw!r} for configuration {name}: out of range")
+        if kind == "never_long" and value == _LONG_MAX:
+            return None
+        return value
+    if kind == "policy":
+        parts = [p.strip().lower() for p in text.split(",") if p.strip()]
+        return (
+            ",".join(sorted(set(parts), key=("compact", "delete").index))
+            if all(p in ("compact", "delete") for p in parts) and parts
+            else text
+        )
+    return text

@@ -1,0 +1,495 @@
+"""PartitionLog: the append-only log of one topic partition, as a list of segments.
+
+Directory layout (Kafka's file names)::
+
+    <dir>/00000000000000000000.log        batches, as produced (offsets assigned)
+    <dir>/00000000000000000000.index      sparse offset index
+    <dir>/00000000000000000000.timeindex  sparse time index
+    <dir>/log-start-offset                the log start offset (after DeleteRecords)
+    <dir>/.clean-shutdown                 present only between close() and the next open
+
+Recovery (in the constructor): leftovers of an interrupted compaction
+(``*.cleaned``) are removed; every older segment's indexes are loaded and
+rebuilt when missing or inconsistent; the active (last) segment is rescanned
+batch by batch with CRC checks unless the clean-shutdown marker is there, and a
+torn or corrupt tail is truncated.
+
+Durability: see ``LogConfig`` and docs/durability.md. In short: with
+``flush_interval_messages=1`` an append is fsynced before ``append`` returns;
+by default appends only reach the OS page cache (survive ``kill -9`` of the
+process, not a machine crash).
+
+Producer-state snapshots (``<base>.snapshot``) and the aborted-transaction
+index (``<base>.txnindex``) are not written yet; they will be produced at
+segment roll (``_roll``) and consumed in recovery (``_load``), the two places
+where Kafka handles them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from shoal.protocol import record_batch as rb
+from shoal.storage.config import LogConfig
+from shoal.storage.errors import OffsetOutOfRangeError, StorageError
+from shoal.storage.segment import CLEANED_SUFFIX, LOG_SUFFIX, Segment
+
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+LOG_START_OFFSET_FILE = "log-start-offset"
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    """What an append wrote: offsets, and the timestamps the produce response reports."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    max_timestamp: int
+    num_batches: int
+    num_records: int = 0
+
+
+class PartitionLog:
+    """Segments of one partition with offsets, indexes, retention and compaction.
+
+    Single-threaded: the broker's event loop owns it. ``high_watermark``
+    follows the log end offset after each append while
+    ``auto_high_watermark`` is True (single replica); replication can switch
+    that off and set ``high_watermark`` itself.
+    """
+
+    def __init__(self, dir: Path, config: LogConfig, *, now_ms: int | None = None) -> None:
+        self.dir = Path(dir)
+        self.config = config
+        self.dir.mkdir(parents=True, exist_ok=True)
+        now = _now_ms() if now_ms is None else now_ms
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._log_start_offset = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = now
+        self._last_compacted_leo = -1
+        self._closed = False
+        self.auto_high_watermark = True
+        self.recovered_bytes_truncated = 0
+        self._load(now)
+        self.high_watermark = self.log_end_offset
+
+    # -- loading -----------------------------------------------------------
+
+    def _load(self, now_ms: int) -> None:
+        for p in self.dir.iterdir():
+            if p.name.endswith(CLEANED_SUFFIX) or p.name.endswith(".tmp"):
+                p.unlink()  # an interrupted compaction or index rewrite: the originals stand
+        marker = self.dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        if clean:
+            marker.unlink()
+        bases = sorted(
+            int(p.name[: -len(LOG_SUFFIX)])
+            for p in self.dir.glob("*" + LOG_SUFFIX)
+            if len(p.name) == 20 + len(LOG_SUFFIX) and p.name[:20].isdigit()
+        )
+        checkpoint = self._read_log_start_offset()
+        for i, base in enumerate(bases):
+            seg = Segment(self.dir, base, self.config, now_ms)
+            active = i == len(bases) - 1
+            if active and not clean:
+                self.recovered_bytes_truncated = seg.rebuild(check_crc=True)
+            else:
+                seg.load_indexes()
+            self._segments.append(seg)
+            self._bases.append(base)
+        if not self._segments:
+            self._new_segment(checkpoint or 0, now_ms)
+        self._log_start_offset = max(checkpoint or 0, self._bases[0])
+        if self._log_start_offset > self.log_end_offset:
+            self._log_start_offset = self.log_end_offset
+
+    def _read_log_start_offset(self) -> int | None:
+        try:
+            return int((self.dir / LOG_START_OFFSET_FILE).read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _write_log_start_offset(self) -> None:
+        path = self.dir / LOG_START_OFFSET_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(f"{self._log_start_offset}\n")
+        os.replace(tmp, path)
+
+    def _new_segment(self, base: int, now_ms: int) -> Segment:
+        seg = Segment(self.dir, base, self.config, now_ms)
+        self._segments.append(seg)
+        self._bases.append(base)
+        return seg
+
+    # -- properties --------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def earliest_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def latest_offset(self) -> int:
+        """The offset a read_uncommitted consumer seeks to for "latest" (the high watermark)."""
+        return self.high_watermark
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The segments, oldest first (read-only use)."""
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[-1]
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply changed topic configs; they take effect from the next append/roll."""
+        self.config = config
+        for seg in self._segments:
+            seg.config = config
+
+    # -- append ------------------------------------------------------------
+
+    def append(
+        self,
+        buf: bytearray,
+        now_ms: int,
+        *,
+        assign_offsets: bool = True,
+        headers: list[rb.BatchHeader] | None = None,
+    ) -> AppendInfo:
+        """Append already-validated batches.
+
+        With ``assign_offsets`` the batches get consecutive offsets from the log
+        end offset, written into ``buf`` in place (and, for LogAppendTime, the
+        max timestamp + attribute bit, with a new CRC). Without it (replication,
+        recovery tools) the batches keep their offsets, which must not go below
+        the log end offset. ``headers`` may pass the result of
+        ``validate_batches`` to skip re-parsing.
+        """
+        self._check_open()
+        if headers is None:
+            headers = list(rb.iter_batches(buf))
+            end = headers[-1].position + headers[-1].size if headers else 0
+            if end != len(buf):
+                raise rb.CorruptRecordError("append buffer does not hold whole batches only")
+        if not headers:
+            raise ValueError("nothing to append")
+        log_append = self.config.log_append_time
+        if (assign_offsets or log_append) and memoryview(buf).readonly:
+            buf = bytearray(buf)  # bytes given: edit a copy
+        if assign_offsets:
+            nxt = self.log_end_offset
+            for h in headers:
+                rb.set_base_offset(buf, h.position, nxt)
+                h.base_offset = nxt
+                nxt += h.last_offset_delta + 1
+        else:
+            prev = self.log_end_offset
+            for h in headers:
+                if h.base_offset < prev:
+                    raise ValueError(f"batch base offset {h.base_offset} is below the next offset {prev}")
+                prev = h.next_offset
+        if log_append:
+            for h in headers:
+                rb.set_log_append_time(buf, h.position, now_ms)
+                h.max_timestamp = now_ms
+                h.attributes |= rb.TIMESTAMP_TYPE_MASK
+        max_ts = max(h.max_timestamp for h in headers)
+        first = headers[0].base_offset
+        last = headers[-1].last_offset
+        seg = self._segments[-1]
+        if seg.should_roll(len(buf), max_ts, last, now_ms):
+            seg = self._roll(first, now_ms)
+        seg.append(buf, headers)
+        records = sum(h.records_count for h in headers)
+        self._unflushed_messages += records
+        if self.auto_high_watermark:
+            self.high_watermark = self.log_end_offset
+        cfg = self.config
+        if (
+            cfg.flush_interval_messages is not None
+            and self._unflushed_messages >= cfg.flush_interval_messages
+        ) or (cfg.flush_interval_ms is not None and now_ms - self._last_flush_ms >= cfg.flush_interval_ms):
+            self.flush(now_ms)
+        return AppendInfo(
+            base_offset=first,
+            last_offset=last,
+            log_append_time=now_ms if log_append else -1,
+            max_timestamp=max_ts,
+            num_batches=len(headers),
+            num_records=records,
+        )
+
+    def _roll(self, base_offset: int, now_ms: int) -> Segment:
+        old = self._segments[-1]
+        old.on_roll()
+        # Seam: write the producer-state snapshot <base_offset>.snapshot here.
+        seg = self._new_segment(base_offset, now_ms)
+        if self.config.flush_interval_messages is not None or self.config.flush_interval_ms is not None:
+            self._fsync_dir()
+        return seg
+
+    def roll(self, now_ms: int | None = None) -> None:
+        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        self._check_open()
+        if self._segments[-1].size:
+            self._roll(self.log_end_offset, _now_ms() if now_ms is None else now_ms)
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- flush -------------------------------------------------------------
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment written since the last flush (log data and indexes)."""
+        for seg in self._segments:
+            seg.fsync()
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Time-based flush (flush.ms), called by the log manager's timer. True if it flushed."""
+        interval = self.config.flush_interval_ms
+        if interval is not None and self._unflushed_messages and now_ms - self._last_flush_ms >= interval:
+            self.flush(now_ms)
+            return True
+        return False
+
+    # -- read --------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, *, min_one: bool = True, max_offset: int | None = None
+    ) -> bytes | memoryview:
+        """Whole batches from the batch holding ``offset``, at most ``max_bytes``.
+
+        The first batch may start before ``offset`` (clients skip the earlier
+        records, as with Kafka). With ``min_one`` the first batch is returned
+        even when larger than ``max_bytes``. No batch whose last offset is >=
+        ``max_offset`` (exclusive bound: high watermark / last stable offset)
+        is returned. Data comes from one segment per call. Raises
+        OffsetOutOfRangeError when ``offset`` is below the log start offset or
+        above the log end offset; ``offset == log_end_offset`` gives ``b""``.
+        """
+        self._check_open()
+        leo = self.log_end_offset
+        if offset < self._log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range [{self._log_start_offset}, {leo}] for {self.dir.name}"
+            )
+        if offset == leo or (max_offset is not None and offset >= max_offset):
+            return b""
+        i = bisect_right(self._bases, offset) - 1
+        while i < len(self._segments):
+            seg = self._segments[i]
+            pos = seg.find_position(offset)
+            if pos is not None:
+                return seg.read(pos, max_bytes, min_one=min_one, max_offset=max_offset)
+            i += 1
+        return b""
+
+    # -- timestamps --------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``; None if none.
+
+        Special values as in ListOffsets: -2 earliest -> (log start, -1);
+        -1 latest -> (high watermark, -1); -3 -> the record with the largest
+        timestamp. Records below the log start offset are skipped.
+        """
+        self._check_open()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self._log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.high_watermark, -1
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        start = self._log_start_offset
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp or seg.next_offset <= start:
+                continue
+            after = seg.time_index.lookup(timestamp)
+            from_offset = max(start, seg.base_offset if after is None else after + 1)
+            for h in seg.iter_headers(seg.offset_index.lookup(from_offset)):
+                if h.max_timestamp < timestamp or h.last_offset < from_offset:
+                    continue
+                batch = os.pread(seg.fd, h.size, h.position)
+                h.position = 0
+                for r in rb.iter_records(batch, h):
+                    if r.offset >= from_offset and r.timestamp >= timestamp:
+                        return r.offset, r.timestamp
+        return None
+
+    def _max_timestamp_offset(self) -> tuple[int, int] | None:
+        best: Segment | None = None
+        for seg in self._segments:
+            if seg.next_offset > self._log_start_offset and (
+                best is None or seg.max_timestamp > best.max_timestamp
+            ):
+                best = seg
+        if best is None or best.max_timestamp < 0:
+            return None
+        target = best.max_timestamp
+        for h in best.iter_headers(best.offset_index.lookup(max(self._log_start_offset, best.base_offset))):
+            if h.max_timestamp != target:
+                continue
+            batch = os.pread(best.fd, h.size, h.position)
+            h.position = 0
+            for r in rb.iter_records(batch, h):
+                if r.timestamp == target and r.offset >= self._log_start_offset:
+                    return r.offset, r.timestamp
+        return None
+
+    # -- deletion ----------------------------------------------------------
+
+    def delete_records(self, before_offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``before_offset`` (-1: the high watermark).
+
+        Whole segments below the new start are removed. Returns the new log
+        start offset. Raises OffsetOutOfRangeError beyond the high watermark.
+        """
+        self._check_open()
+        if before_offset == -1:
+            before_offset = self.high_watermark
+        if before_offset < 0 or before_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {before_offset}: high watermark is {self.high_watermark}"
+            )
+        if before_offset > self._log_start_offset:
+            self._log_start_offset = before_offset
+            self._write_log_start_offset()
+            self._delete_segments_below_start()
+        return self._log_start_offset
+
+    def _delete_segments_below_start(self) -> int:
+        deleted = 0
+        while len(self._segments) > 1 and self._bases[1] <= self._log_start_offset:
+            self._delete_oldest()
+            deleted += 1
+        return deleted
+
+    def _delete_oldest(self) -> None:
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        seg.delete()
+        if self._bases[0] > self._log_start_offset:
+            self._log_start_offset = self._bases[0]
+            self._write_log_start_offset()
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete old non-active segments by retention.ms and retention.bytes; return how many.
+
+        A segment is old when its largest record timestamp (its file mtime if
+        it has none) is more than retention.ms ago. Size retention drops the
+        oldest segments while the log stays at or above retention.bytes
+        without them. Deletion stops at the first segment that must stay.
+        """
+        self._check_open()
+        deleted = self._delete_segments_below_start()
+        cfg = self.config
+        if not cfg.delete:
+            return deleted
+        if cfg.retention_ms >= 0:
+            while (
+                len(self._segments) > 1 and now_ms - self._segments[0].largest_timestamp() > cfg.retention_ms
+            ):
+                self._delete_oldest()
+                deleted += 1
+        if cfg.retention_bytes >= 0:
+            excess = self.size_bytes - cfg.retention_bytes
+            while len(self._segments) > 1 and excess - self._segments[0].size >= 0:
+                excess -= self._segments[0].size
+                self._delete_oldest()
+                deleted += 1
+        return deleted
+
+    # -- compaction --------------------------------------------------------
+
+    def needs_compaction(self) -> bool:
+        """True when the log is compacted, has closed segments and grew since the last pass."""
+        return (
+            self.config.compact
+            and len(self._segments) > 1
+            and self.log_end_offset != self._last_compacted_leo
+        )
+
+    def compact(self, now_ms: int) -> int:
+        """Keep only the latest record per key in the non-active segments; return records removed.
+
+        See ``shoal.storage.cleaner`` for the rules.
+        """
+        self._check_open()
+        if not self.config.compact:
+            return 0
+        from shoal.storage.cleaner import compact_segments
+
+        removed = compact_segments(self, now_ms)
+        self._last_compacted_leo = self.log_end_offset
+        return removed
+
+    def _replace_segment(self, index: int, seg: Segment) -> None:
+        """Swap in a rewritten segment object (the cleaner renamed its files already)."""
+        self._segments[index] = seg
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.dir} is closed")
+
+    def close(self) -> None:
+        """fsync everything, close files and leave the clean-shutdown marker."""
+        if self._closed:
+            return
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        (self.dir / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition directory with everything in it."""
+        if not self._closed:
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.dir}, start={self._log_start_offset}, end={self.log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )

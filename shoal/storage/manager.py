@@ -1,0 +1,156 @@
+"""LogManager: every partition log of a broker, over one or more log directories."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from shoal.storage.config import LogConfig
+from shoal.storage.log import PartitionLog
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """Kafka's partition directory name ``<topic>-<partition>``."""
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``"my-topic-3"`` -> ``("my-topic", 3)``; None for anything else (topic names may hold '-')."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class LogManager:
+    """Creates, loads, finds and deletes PartitionLogs; runs retention, compaction and timed flushes.
+
+    Layout: ``<log_dir>/<topic>-<partition>/``; a new partition goes to the
+    log dir holding the fewest partitions (as Kafka picks).
+    """
+
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        defaults: LogConfig,
+        *,
+        compaction_backoff_ms: int = 15000,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.defaults = defaults
+        self.compaction_backoff_ms = compaction_backoff_ms  # Kafka's log.cleaner.backoff.ms
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._last_compaction_ms: dict[tuple[str, int], int] = {}
+
+    def load_existing(
+        self, config_for: Callable[[str], LogConfig | None] | None = None, *, now_ms: int | None = None
+    ) -> list[tuple[str, int]]:
+        """Open every ``<topic>-<partition>`` directory under the log dirs (recovering each).
+
+        ``config_for(topic)`` supplies a topic's LogConfig (None: the defaults).
+        Returns the partitions loaded.
+        """
+        loaded = []
+        for d in self.log_dirs:
+            for child in sorted(d.iterdir()):
+                parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
+                if parsed is None or parsed in self._logs:
+                    continue
+                cfg = (config_for(parsed[0]) if config_for else None) or self.defaults
+                self._logs[parsed] = PartitionLog(child, cfg, now_ms=now_ms)
+                loaded.append(parsed)
+        return loaded
+
+    def get_or_create(
+        self, topic: str, partition: int, config: LogConfig | None = None, *, now_ms: int | None = None
+    ) -> PartitionLog:
+        """The log of ``topic``/``partition``, created (in the emptiest log dir) if needed.
+
+        A ``config`` given for an existing log replaces its config.
+        """
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is not None:
+            if config is not None and config != log.config:
+                log.update_config(config)
+            return log
+        name = partition_dir_name(topic, partition)
+        existing = [d / name for d in self.log_dirs if (d / name).is_dir()]
+        if existing:
+            path = existing[0]
+        else:
+            counts = {d: 0 for d in self.log_dirs}
+            for lg in self._logs.values():
+                parent = lg.dir.parent
+                if parent in counts:
+                    counts[parent] += 1
+            path = min(self.log_dirs, key=lambda d: counts[d]) / name
+        log = PartitionLog(path, config or self.defaults, now_ms=now_ms)
+        self._logs[key] = log
+        return log
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        """A snapshot of all open logs keyed by (topic, partition)."""
+        return dict(self._logs)
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a topic's new LogConfig to all its open partitions."""
+        for (t, _), log in self._logs.items():
+            if t == topic:
+                log.update_config(config)
+
+    def delete_topic(self, topic: str) -> int:
+        """Close and remove every partition directory of ``topic``; return how many."""
+        keys = [k for k in self._logs if k[0] == topic]
+        for key in keys:
+            self._logs.pop(key).delete()
+            self._last_compaction_ms.pop(key, None)
+        # Directories on disk that were never opened (e.g. load_existing not called).
+        for d in self.log_dirs:
+            for child in d.iterdir():
+                parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
+                if parsed is not None and parsed[0] == topic:
+                    shutil.rmtree(child, ignore_errors=True)
+        return len(keys)
+
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.delete()
+        return True
+
+    def run_periodic(self, now_ms: int) -> dict[str, int]:
+        """Retention for every log, compaction for compacted ones, flush.ms flushes.
+
+        The broker calls this on a timer. Returns counters of what happened.
+        """
+        stats = {"segments_deleted": 0, "records_compacted": 0, "logs_flushed": 0}
+        for key, log in list(self._logs.items()):
+            stats["segments_deleted"] += log.enforce_retention(now_ms)
+            if log.needs_compaction():
+                last = self._last_compaction_ms.get(key)
+                if last is None or now_ms - last >= self.compaction_backoff_ms:
+                    stats["records_compacted"] += log.compact(now_ms)
+                    self._last_compaction_ms[key] = now_ms
+            if log.maybe_flush(now_ms):
+                stats["logs_flushed"] += 1
+        return stats
+
+    def flush_all(self) -> None:
+        for log in self._logs.values():
+            log.flush()
+
+    def close(self) -> None:
+        """Close every log cleanly (fsync + clean-shutdown marker)."""
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
