@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, filterfalse, repeat
 
 from .base import PartitionAssignor, subscribed_partition_counts
@@ -91,7 +91,9 @@ def sticky_assign(
         topics = sorted(counts)
         if racks_on:
             assert cluster is not None
-            return _constrained_racks(members, topics, counts, kept0, multi, subscriptions, cluster, cooperative)
+            return _constrained_racks(
+                members, topics, counts, kept0, multi, subscriptions, cluster, cooperative
+            )
         return _constrained(members, topics, counts, kept0, owned_set, multi, cooperative)
 
     kept0 = {}
@@ -111,8 +113,16 @@ def sticky_assign(
                 lst.append(tp)
         kept0[m] = lst
     _dedupe(kept0)
-    return _general(members, topic_sets, partitions_per_topic, kept0, claims, subscriptions,
-                    cluster if racks_on else None, cooperative)
+    return _general(
+        members,
+        topic_sets,
+        partitions_per_topic,
+        kept0,
+        claims,
+        subscriptions,
+        cluster if racks_on else None,
+        cooperative,
+    )
 
 
 def _dedupe(kept0: dict[str, list[TopicPartition]]) -> tuple[set[TopicPartition], set[TopicPartition]]:
@@ -311,8 +321,9 @@ def _constrained_racks(
     def size(m: str) -> int:
         return len(kept[m]) + len(new[m])
 
-    queue = deque(sorted((m for m in members if size(m) < min_q and rack[m] in by_rack),
-                         key=lambda m: (size(m), m)))
+    queue = deque(
+        sorted((m for m in members if size(m) < min_q and rack[m] in by_rack), key=lambda m: (size(m), m))
+    )
     while queue:
         m = queue.popleft()
         lst = by_rack[rack[m]]  # type: ignore[index]
@@ -539,7 +550,7 @@ class StickyAssignor(_AbstractStickyAssignor):
     name = "sticky"
     supported_protocols = (EAGER,)
 
-    def subscription_user_data(self, topics: object = None) -> bytes | None:
+    def subscription_user_data(self, topics: Iterable[str]) -> bytes | None:
         if self._partitions is None:
             return None
         return encode_sticky_user_data(self._partitions, self._generation)
@@ -559,7 +570,7 @@ class CooperativeStickyAssignor(_AbstractStickyAssignor):
     supported_protocols = (EAGER, COOPERATIVE)
     _cooperative = True
 
-    def subscription_user_data(self, topics: object = None) -> bytes | None:
+    def subscription_user_data(self, topics: Iterable[str]) -> bytes | None:
         return encode_cooperative_user_data(self._generation)
 
     def member_data(self, subscription: Subscription) -> MemberData:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
-from shoal.protocol.generated import API_BY_KEY
+from shoal.protocol.generated import api_spec
 from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -35,7 +35,7 @@ class ApiRegistry:
 
     def register(self, api_key: int, handler: Handler, *, min_version: int | None = None,
                  max_version: int | None = None) -> None:
-        spec = API_BY_KEY[api_key]
+        spec = api_spec(api_key)
         lo = spec.min_version if min_version is None else min_version
         hi = spec.max_version if max_version is None else max_version
         self._apis[api_key] = Api(api_key, spec.name, spec.request, spec.response, lo, hi, handler)

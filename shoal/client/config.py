@@ -17,6 +17,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "connections.max.idle.ms": 540000,
     "client.rack": "",
     "security.protocol": "PLAINTEXT",
+    # shoal extension: {api_key: max_version} caps on top of ApiVersions negotiation.
+    "api.version.caps": None,
 }
 
 PRODUCER_DEFAULTS: dict[str, Any] = {

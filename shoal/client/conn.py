@@ -57,6 +57,8 @@ class BrokerConnection:
         self._correlation = 0
         self._read_task: asyncio.Task | None = None
         self.versions: dict[int, int] = {}
+        # Per-client caps ({api_key: max_version}) for brokers that advertise more than they parse.
+        self._caps: dict[int, int] = dict(config.get("api.version.caps") or {})
         self.broker_ranges: dict[int, tuple[int, int]] = {}
         self.closed = False
         self.connected = False
@@ -98,7 +100,8 @@ class BrokerConnection:
             mine = SPECS.get(k.api_key)
             if mine is None:
                 continue
-            top = min(k.max_version, mine.max_version, CLIENT_MAX_VERSIONS.get(k.api_key, mine.max_version))
+            top = min(k.max_version, mine.max_version, CLIENT_MAX_VERSIONS.get(k.api_key, mine.max_version),
+                      self._caps.get(k.api_key, mine.max_version))
             if top >= max(k.min_version, mine.min_version):
                 self.versions[k.api_key] = top
 

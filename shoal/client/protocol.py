@@ -28,6 +28,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     DELETE_TOPICS: 5,
     METADATA: 12,
     PRODUCE: 11,
+    API_VERSIONS: 3,
 }
 
 

@@ -33,45 +33,63 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise rb.CorruptRecordError("varint is too long")
 
 
+def _skip_headers(data: bytes, pos: int) -> int:
+    n, pos = _varint(data, pos)
+    for _ in range(n):
+        klen, pos = _varint(data, pos)
+        pos += klen
+        vlen, pos = _varint(data, pos)
+        if vlen > 0:
+            pos += vlen
+    return pos
+
+
 def collect_latest(data: bytes, count: int, latest: dict[bytes, bytes | None]) -> None:
-    """Add the (key -> value) of `count` records in a batch's records section to `latest`."""
+    """Add the (key -> value) of `count` records in a batch's records section to `latest`.
+
+    The hot loop: single-byte varints are decoded inline, the length,
+    timestamp-delta and offset-delta varints are skipped without decoding.
+    """
     rv = _varint
     pos = 0
     for _ in range(count):
-        b = data[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
+        while data[pos] > 127:  # record length
             pos += 1
-        else:
-            length, pos = rv(data, pos)
-        end = pos + length
-        pos += 1  # attributes
-        # timestamp delta and offset delta: skip their varints.
-        while data[pos] & 0x80:
+        pos += 2  # its last byte + attributes
+        while data[pos] > 127:  # timestamp delta
             pos += 1
         pos += 1
-        while data[pos] & 0x80:
+        while data[pos] > 127:  # offset delta
             pos += 1
         pos += 1
         b = data[pos]
-        if b < 0x80:
+        if b < 128:
             klen = (b >> 1) ^ -(b & 1)
             pos += 1
         else:
             klen, pos = rv(data, pos)
         if klen < 0:
-            pos = end  # a record without key is not a coordinator record
-            continue
-        key = data[pos:pos + klen]
-        pos += klen
+            key = None
+        else:
+            key = data[pos:pos + klen]
+            pos += klen
         b = data[pos]
-        if b < 0x80:
+        if b < 128:
             vlen = (b >> 1) ^ -(b & 1)
             pos += 1
         else:
             vlen, pos = rv(data, pos)
-        latest[key] = None if vlen < 0 else data[pos:pos + vlen]
-        pos = end
+        if vlen < 0:
+            value = None
+        else:
+            value = data[pos:pos + vlen]
+            pos += vlen
+        if data[pos] == 0:  # no headers (always, for coordinator records)
+            pos += 1
+        else:
+            pos = _skip_headers(data, pos)
+        if key is not None:  # a record without key is not a coordinator record
+            latest[key] = value
 
 
 def iter_log_chunks(log, start: int, end: int) -> Iterator[tuple[bytes | memoryview, int]]:

@@ -117,7 +117,8 @@ class GroupCoordinatorRuntime:
         part = _Partition(shard=shard, log=plog)
         self._partitions[partition] = part
         async with part.lock:
-            latest = latest_records(plog)
+            # Off the event loop: other partitions keep being served while this one loads.
+            latest = await asyncio.to_thread(latest_records, plog)
             replay = shard.replay
             for i, (key, value) in enumerate(latest.items()):
                 replay(key, value)

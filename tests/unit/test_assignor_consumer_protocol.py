@@ -37,14 +37,27 @@ def _tps(groups: list[tuple[str, list[int]]]) -> bytes:
     return out
 
 
-FULL = Subscription(["t0", "t1"], user_data=b"ud", owned_partitions=[TP("t0", 0), TP("t1", 2), TP("t0", 1)],
-                    generation_id=7, rack_id="rack-a")
+FULL = Subscription(
+    ["t0", "t1"],
+    user_data=b"ud",
+    owned_partitions=[TP("t0", 0), TP("t1", 2), TP("t0", 1)],
+    generation_id=7,
+    rack_id="rack-a",
+)
 
 
 def test_subscription_v3_round_trip_and_layout() -> None:
     buf = encode_subscription(FULL)
-    expected = (struct.pack(">h", 3) + struct.pack(">i", 2) + _str("t0") + _str("t1") + _bytes(b"ud")
-                + _tps([("t0", [0, 1]), ("t1", [2])]) + struct.pack(">i", 7) + _str("rack-a"))
+    expected = (
+        struct.pack(">h", 3)
+        + struct.pack(">i", 2)
+        + _str("t0")
+        + _str("t1")
+        + _bytes(b"ud")
+        + _tps([("t0", [0, 1]), ("t1", [2])])
+        + struct.pack(">i", 7)
+        + _str("rack-a")
+    )
     assert buf == expected
     back = decode_subscription(buf)
     assert back.topics == ["t0", "t1"] and back.user_data == b"ud"
@@ -52,18 +65,28 @@ def test_subscription_v3_round_trip_and_layout() -> None:
     assert (back.generation_id, back.rack_id) == (7, "rack-a")
 
 
-@pytest.mark.parametrize("version,owned,gen,rack", [
-    (0, [], -1, None),
-    (1, [TP("t0", 0), TP("t0", 1), TP("t1", 2)], -1, None),
-    (2, [TP("t0", 0), TP("t0", 1), TP("t1", 2)], 7, None),
-    (3, [TP("t0", 0), TP("t0", 1), TP("t1", 2)], 7, "rack-a"),
-])
-def test_subscription_each_version_keeps_its_fields(version: int, owned: list, gen: int, rack: str | None) -> None:
+@pytest.mark.parametrize(
+    "version,owned,gen,rack",
+    [
+        (0, [], -1, None),
+        (1, [TP("t0", 0), TP("t0", 1), TP("t1", 2)], -1, None),
+        (2, [TP("t0", 0), TP("t0", 1), TP("t1", 2)], 7, None),
+        (3, [TP("t0", 0), TP("t0", 1), TP("t1", 2)], 7, "rack-a"),
+    ],
+)
+def test_subscription_each_version_keeps_its_fields(
+    version: int, owned: list, gen: int, rack: str | None
+) -> None:
     buf = encode_subscription(FULL, version)
     assert buf[:2] == struct.pack(">h", version)
     back = decode_subscription(buf)
-    assert (back.topics, back.user_data, list(back.owned_partitions), back.generation_id, back.rack_id) == \
-        (["t0", "t1"], b"ud", owned, gen, rack)
+    assert (back.topics, back.user_data, list(back.owned_partitions), back.generation_id, back.rack_id) == (
+        ["t0", "t1"],
+        b"ud",
+        owned,
+        gen,
+        rack,
+    )
 
 
 def test_assignment_round_trip_all_versions() -> None:
@@ -99,8 +122,15 @@ def test_newer_version_decoded_as_v3_ignoring_trailing_bytes() -> None:
 
 def test_librdkafka_subscription_layout() -> None:
     # librdkafka writes v3 with empty (not null) UserData, an owned-partitions array and a null rack.
-    buf = (struct.pack(">h", 3) + struct.pack(">i", 1) + _str("orders") + _bytes(b"")
-           + _tps([("orders", [2, 0])]) + struct.pack(">i", 12) + _str(None))
+    buf = (
+        struct.pack(">h", 3)
+        + struct.pack(">i", 1)
+        + _str("orders")
+        + _bytes(b"")
+        + _tps([("orders", [2, 0])])
+        + struct.pack(">i", 12)
+        + _str(None)
+    )
     s = decode_subscription(buf)
     assert s.topics == ["orders"] and s.user_data == b""
     assert s.owned_partitions == [TP("orders", 2), TP("orders", 0)]
@@ -111,7 +141,9 @@ def test_short_bodies_from_old_clients() -> None:
     # Old librdkafka: Assignment without the trailing UserData; a header version above the fields sent.
     old = struct.pack(">h", 0) + _tps([("t", [0, 1])])
     assert decode_assignment(old) == Assignment([TP("t", 0), TP("t", 1)], None)
-    v1_fields_v3_header = struct.pack(">h", 3) + struct.pack(">i", 1) + _str("t") + _bytes(None) + _tps([("t", [4])])
+    v1_fields_v3_header = (
+        struct.pack(">h", 3) + struct.pack(">i", 1) + _str("t") + _bytes(None) + _tps([("t", [4])])
+    )
     s = decode_subscription(v1_fields_v3_header)
     assert s.owned_partitions == [TP("t", 4)] and s.generation_id == -1 and s.rack_id is None
     assert decode_assignment(b"") == Assignment([])
@@ -122,11 +154,22 @@ def test_kafka_python_and_aiokafka_encodings() -> None:
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment as KAsg
     from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as KSub
 
-    kbuf = KSub(version=3, topics=["a", "b"], user_data=b"xy", owned_partitions=[("a", [0, 1])],
-                generation_id=5, rack_id="r1").encode()
+    kbuf = KSub(
+        version=3,
+        topics=["a", "b"],
+        user_data=b"xy",
+        owned_partitions=[("a", [0, 1])],
+        generation_id=5,
+        rack_id="r1",
+    ).encode()
     s = decode_subscription(kbuf)
-    assert (s.topics, s.user_data, s.owned_partitions, s.generation_id, s.rack_id) == \
-        (["a", "b"], b"xy", [TP("a", 0), TP("a", 1)], 5, "r1")
+    assert (s.topics, s.user_data, s.owned_partitions, s.generation_id, s.rack_id) == (
+        ["a", "b"],
+        b"xy",
+        [TP("a", 0), TP("a", 1)],
+        5,
+        "r1",
+    )
     assert encode_subscription(s) == kbuf
     kasg = KAsg(version=0, assigned_partitions=[("a", [0, 2])], user_data=None).encode()
     assert decode_assignment(kasg) == Assignment([TP("a", 0), TP("a", 2)], None)

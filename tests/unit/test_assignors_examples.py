@@ -112,10 +112,13 @@ def test_roundrobin_unequal_subscriptions_javadoc() -> None:
 FOUR_TOPICS = {"t0": 2, "t1": 2, "t2": 2, "t3": 2}
 
 
-def _resubscribe(prev: dict[str, list[TopicPartition]], subs: dict[str, Subscription], gen: int,
-                 members: list[str]) -> dict[str, Subscription]:
-    return {m: Subscription(list(subs[m].topics), owned_partitions=prev.get(m, []), generation_id=gen)
-            for m in members}
+def _resubscribe(
+    prev: dict[str, list[TopicPartition]], subs: dict[str, Subscription], gen: int, members: list[str]
+) -> dict[str, Subscription]:
+    return {
+        m: Subscription(list(subs[m].topics), owned_partitions=prev.get(m, []), generation_id=gen)
+        for m in members
+    }
 
 
 @pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
@@ -134,8 +137,11 @@ def test_sticky_example1_three_consumers_four_topics(name: str) -> None:
 
 def test_roundrobin_after_c1_leaves_javadoc() -> None:
     subs = {m: Subscription(list(FOUR_TOPICS)) for m in ("C0", "C2")}
-    expect(lookup("roundrobin").assign(FOUR_TOPICS, subs),
-           C0=["t0p0", "t1p0", "t2p0", "t3p0"], C2=["t0p1", "t1p1", "t2p1", "t3p1"])
+    expect(
+        lookup("roundrobin").assign(FOUR_TOPICS, subs),
+        C0=["t0p0", "t1p0", "t2p0", "t3p0"],
+        C2=["t0p1", "t1p1", "t2p1", "t3p1"],
+    )
 
 
 @pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
@@ -151,7 +157,11 @@ def test_sticky_example2_unequal_subscriptions(name: str) -> None:
 
 def test_roundrobin_example2_after_c0_leaves_javadoc() -> None:
     subs = {m: UNEQUAL_SUBS[m] for m in ("C1", "C2")}
-    expect(lookup("roundrobin").assign(UNEQUAL_PPT, subs), C1=["t0p0", "t1p1"], C2=["t1p0", "t2p0", "t2p1", "t2p2"])
+    expect(
+        lookup("roundrobin").assign(UNEQUAL_PPT, subs),
+        C1=["t0p0", "t1p1"],
+        C2=["t1p0", "t2p0", "t2p1", "t2p2"],
+    )
 
 
 def test_sticky_reads_previous_assignment_from_user_data_like_java() -> None:
@@ -164,7 +174,9 @@ def test_sticky_reads_previous_assignment_from_user_data_like_java() -> None:
         member = lookup("sticky")
         assert member.subscription_user_data(list(FOUR_TOPICS)) is None  # nothing before the first assignment
         member.on_assignment(Assignment(first[m]), generation=1)
-        members[m] = Subscription(list(FOUR_TOPICS), user_data=member.subscription_user_data(list(FOUR_TOPICS)))
+        members[m] = Subscription(
+            list(FOUR_TOPICS), user_data=member.subscription_user_data(list(FOUR_TOPICS))
+        )
     second = a.assign(FOUR_TOPICS, members)
     expect(second, C0=["t0p0", "t1p1", "t3p0", "t2p0"], C2=["t1p0", "t2p1", "t0p1", "t3p1"])
 
@@ -189,13 +201,23 @@ def test_cooperative_join_revokes_first_then_assigns() -> None:
     r1 = a.assign(ppt, {"C0": Subscription(["t0"])})
     assert r1 == {"C0": tps("t0p0", "t0p1", "t0p2", "t0p3")}
     # C1 joins: C0 must give up two partitions, but they are not handed to C1 in this round.
-    r2 = a.assign(ppt, {"C0": Subscription(["t0"], owned_partitions=r1["C0"], generation_id=1),
-                        "C1": Subscription(["t0"], generation_id=-1)})
+    r2 = a.assign(
+        ppt,
+        {
+            "C0": Subscription(["t0"], owned_partitions=r1["C0"], generation_id=1),
+            "C1": Subscription(["t0"], generation_id=-1),
+        },
+    )
     assert len(r2["C0"]) == 2 and set(r2["C0"]) <= set(r1["C0"])
     assert r2["C1"] == []
     # Follow-up rebalance: C0 revoked them, so now they are free and go to C1.
-    r3 = a.assign(ppt, {"C0": Subscription(["t0"], owned_partitions=r2["C0"], generation_id=2),
-                        "C1": Subscription(["t0"], owned_partitions=[], generation_id=2)})
+    r3 = a.assign(
+        ppt,
+        {
+            "C0": Subscription(["t0"], owned_partitions=r2["C0"], generation_id=2),
+            "C1": Subscription(["t0"], owned_partitions=[], generation_id=2),
+        },
+    )
     assert r3["C0"] == r2["C0"]
     assert set(r3["C1"]) == set(r1["C0"]) - set(r2["C0"])
 
@@ -206,7 +228,10 @@ def test_cooperative_generation_from_user_data() -> None:
     member.on_assignment(Assignment(tps("t0p0")), generation=7)
     ud = member.subscription_user_data(["t0"])
     assert decode_cooperative_user_data(ud) == 7
-    assert member.member_data(Subscription(["t0"], user_data=ud, owned_partitions=tps("t0p0"))) == (tps("t0p0"), 7)
+    assert member.member_data(Subscription(["t0"], user_data=ud, owned_partitions=tps("t0p0"))) == (
+        tps("t0p0"),
+        7,
+    )
 
 
 def test_sticky_is_eager() -> None:
@@ -312,6 +337,7 @@ def test_custom_assignor_full_form_with_user_data() -> None:
 
 def test_custom_assignor_must_implement_something() -> None:
     with pytest.raises(TypeError):
+
         class Empty(PartitionAssignor):  # noqa: F841
             name = "empty"
 
@@ -345,7 +371,9 @@ def test_broadcast_assignor_gives_everything_to_every_subscriber() -> None:
 
 def _alternating_racks(topics: dict[str, int]) -> ClusterMetadata:
     """Single replica per partition: even partitions on rack a, odd on rack b."""
-    return ClusterMetadata(topics, {t: [frozenset({"ab"[p % 2]}) for p in range(n)] for t, n in topics.items()})
+    return ClusterMetadata(
+        topics, {t: [frozenset({"ab"[p % 2]}) for p in range(n)] for t, n in topics.items()}
+    )
 
 
 def test_range_rack_aware_prefers_local_partitions() -> None:
@@ -379,8 +407,10 @@ def test_rack_awareness_never_costs_balance() -> None:
 def test_sticky_rack_aware_first_assignment_is_local(name: str) -> None:
     topics = {"t0": 6, "t1": 6}
     cluster = _alternating_racks(topics)
-    subs = {m: Subscription(list(topics), rack_id=r) for m, r in
-            (("C0", "a"), ("C1", "b"), ("C2", "a"), ("C3", "b"))}
+    subs = {
+        m: Subscription(list(topics), rack_id=r)
+        for m, r in (("C0", "a"), ("C1", "b"), ("C2", "a"), ("C3", "b"))
+    }
     r = lookup(name).assign_cluster(cluster, subs)
     assert sorted(len(a.partitions) for a in r.values()) == [3, 3, 3, 3]
     for m, a in r.items():

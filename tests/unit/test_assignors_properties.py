@@ -18,8 +18,9 @@ from shoal.assignors import (
 
 ALL = ["range", "roundrobin", "sticky", "cooperative-sticky"]
 STICKY = ["sticky", "cooperative-sticky"]
-settings.register_profile("assignors", max_examples=150, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "assignors", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("assignors")
 
 
@@ -35,8 +36,9 @@ def groups(draw, identical: bool | None = None):
         topics = sorted(draw(st.sets(st.sampled_from(sorted(ppt)), min_size=1)))
         subs = {m: Subscription(topics) for m in members}
     else:
-        subs = {m: Subscription(sorted(draw(st.sets(st.sampled_from(sorted(ppt)), min_size=1))))
-                for m in members}
+        subs = {
+            m: Subscription(sorted(draw(st.sets(st.sampled_from(sorted(ppt)), min_size=1)))) for m in members
+        }
     return ppt, subs
 
 
@@ -72,9 +74,15 @@ def check_sticky_balance(subs, result):
 
 def resubscribe(subs, prev, gen, members=None):
     members = list(subs) if members is None else members
-    return {m: Subscription(list(subs[m].topics), owned_partitions=list(prev.get(m, [])), generation_id=gen,
-                            rack_id=subs[m].rack_id)
-            for m in members}
+    return {
+        m: Subscription(
+            list(subs[m].topics),
+            owned_partitions=list(prev.get(m, [])),
+            generation_id=gen,
+            rack_id=subs[m].rack_id,
+        )
+        for m in members
+    }
 
 
 def moved(before, after):
@@ -209,7 +217,9 @@ def prior_ownership(draw, identical: bool | None = None):
     out = {}
     for m, s in subs.items():
         owned = draw(st.lists(st.sampled_from(parts), max_size=len(parts), unique=True))
-        out[m] = Subscription(s.topics, owned_partitions=owned, generation_id=draw(st.sampled_from([3, 3, 3, 2])))
+        out[m] = Subscription(
+            s.topics, owned_partitions=owned, generation_id=draw(st.sampled_from([3, 3, 3, 2]))
+        )
     return ppt, out
 
 
@@ -253,10 +263,17 @@ def test_broadcast_gives_each_subscriber_everything(g):
 def rack_groups(draw):
     ppt, subs = draw(groups())
     racks = ["a", "b", "c"]
-    cluster = ClusterMetadata(ppt, {
-        t: [frozenset(draw(st.sets(st.sampled_from(racks), max_size=2))) for _ in range(n)] for t, n in ppt.items()
-    })
-    subs = {m: Subscription(s.topics, rack_id=draw(st.sampled_from([None, "a", "b", "c"]))) for m, s in subs.items()}
+    cluster = ClusterMetadata(
+        ppt,
+        {
+            t: [frozenset(draw(st.sets(st.sampled_from(racks), max_size=2))) for _ in range(n)]
+            for t, n in ppt.items()
+        },
+    )
+    subs = {
+        m: Subscription(s.topics, rack_id=draw(st.sampled_from([None, "a", "b", "c"])))
+        for m, s in subs.items()
+    }
     return cluster, subs
 
 
@@ -272,8 +289,9 @@ def test_rack_aware_assignors_stay_valid_and_balanced(g):
         # Racks never cost balance: the count profile matches the rack-blind one.
         if name == "range":
             for t in ppt:
-                assert sorted(sum(tp.topic == t for tp in ps) for ps in r.values()) == \
-                    sorted(sum(tp.topic == t for tp in ps) for ps in base.values())
+                assert sorted(sum(tp.topic == t for tp in ps) for ps in r.values()) == sorted(
+                    sum(tp.topic == t for tp in ps) for ps in base.values()
+                )
         elif len({frozenset(s.topics) for s in subs.values()}) == 1:
             assert sorted(counts(r).values()) == sorted(counts(base).values())
         else:

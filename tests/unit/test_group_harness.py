@@ -147,7 +147,8 @@ class Harness:
             assert all(r is not None and r.error_code == 0 for r in resps.values()), resps
             gen = resps[mid].generation_id
             leader = resps[mid].leader
-            syncs = {m: self.sync(m, gen, {x: f"a-{x}".encode() for x in ids} if m == leader else None)
+            syncs = {m: self.sync(m, gen, {x: f"a-{x}".encode() for x in ids} if m == leader else None,
+                                  gid=kw.get("gid", "g"))
                      for m in ids}
             for m, t in syncs.items():
                 assert self.resp(t) is not None and self.resp(t).error_code == 0, (m, self.resp(t))

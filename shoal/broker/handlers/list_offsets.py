@@ -43,11 +43,7 @@ def register(broker: Broker) -> None:
             offset = plog.high_watermark
         elif ts in (EARLIEST, EARLIEST_LOCAL):
             offset = plog.log_start_offset
-        elif ts == MAX_TIMESTAMP:
-            found = plog.max_timestamp_and_offset()
-            if found is not None:
-                offset, timestamp = found
-        else:
+        else:  # a timestamp, or MAX_TIMESTAMP (-3), which storage resolves too
             found = plog.offset_for_timestamp(ts)
             if found is not None:
                 offset, timestamp = found

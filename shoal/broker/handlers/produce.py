@@ -84,7 +84,7 @@ def register(broker: Broker) -> None:
                 if duplicate_of is not None:  # a retry of a batch already appended
                     return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=duplicate_of,
                                              log_append_time_ms=-1, log_start_offset=plog.log_start_offset)
-        result = plog.append(buf, now)
+        result = plog.append(buf, now, headers=headers)
         if state is not None:
             for h in headers:
                 if h.producer_id >= 0:

@@ -11,7 +11,7 @@ from shoal.coordinator.group.state import GroupState, check_transition
 class ClassicGroup:
     """State of one classic group. Pure data plus the rules that only touch it."""
 
-    def __init__(self, group_id: str, now_ms: int, state: GroupState = GroupState.EMPTY) -> None:
+    def __init__(self, group_id: str, now_ms: int | None, state: GroupState = GroupState.EMPTY) -> None:
         self.group_id = group_id
         self.state = state
         self.previous_state = state

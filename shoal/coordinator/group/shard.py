@@ -246,7 +246,7 @@ class GroupCoordinatorShard:
             self.offset_manager.replay(k.group, k.topic, k.partition, om)
             if om is not None and k.group not in self.groups:
                 # Offsets without group metadata: a simple (standalone) group.
-                self.groups[k.group] = ClassicGroup(k.group, None)  # type: ignore[arg-type]
+                self.groups[k.group] = ClassicGroup(k.group, None)
         elif kv == 2:
             group_id = decode_group_metadata_key(key).group
             if value is None:
@@ -259,7 +259,7 @@ class GroupCoordinatorShard:
         version, v = decode_group_metadata_value(raw)
         group = self.groups.get(group_id)
         if group is None:
-            group = ClassicGroup(group_id, None)  # type: ignore[arg-type]
+            group = ClassicGroup(group_id, None)
             self.groups[group_id] = group
         group.protocol_type = v.protocol_type or None
         group.generation_id = v.generation

@@ -448,13 +448,22 @@ def message_class(name: str) -> Any:
     return getattr(module, name)
 
 
-def _build() -> dict[int, ApiSpec]:
-    table = {}
-    for key, (name, rqm, rqc, rsm, rsc, lo, hi, flex, listeners, unstable) in _API_TABLE.items():
+_spec_cache: dict[int, ApiSpec] = {}
+
+
+def api_spec(api_key: int) -> ApiSpec:
+    """One API's spec, importing only its two modules (KeyError if unknown)."""
+    spec = _spec_cache.get(api_key)
+    if spec is None:
+        name, rqm, rqc, rsm, rsc, lo, hi, flex, listeners, unstable = _API_TABLE[api_key]
         req = getattr(importlib.import_module(f"{__name__}.{rqm}"), rqc)
         resp = getattr(importlib.import_module(f"{__name__}.{rsm}"), rsc)
-        table[key] = ApiSpec(key, name, req, resp, lo, hi, flex, listeners, unstable)
-    return table
+        spec = _spec_cache[api_key] = ApiSpec(api_key, name, req, resp, lo, hi, flex, listeners, unstable)
+    return spec
+
+
+def _build() -> dict[int, ApiSpec]:
+    return {key: api_spec(key) for key in _API_TABLE}
 
 
 def __getattr__(name: str) -> Any:
