@@ -1,11 +1,23 @@
-"""FindCoordinator, and the group APIs handed to each node's coordinator runtime."""
+"""FindCoordinator, and the group APIs handed to each node's coordinator runtime.
+
+Each node runs a `GroupCoordinatorRuntime` for the `__consumer_offsets`
+partitions it leads. When leadership moves (a node stops or starts), the old
+leader unloads the partition (its groups go Dead, parked requests get
+NOT_COORDINATOR) and the new leader replays the partition's log.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from shoal.broker.metadata import OFFSETS_TOPIC
+from shoal.broker.topic_configs import topic_log_config
+from shoal.coordinator.group.config import GroupConfig
+from shoal.coordinator.group.partitioning import group_partition
+from shoal.coordinator.group.responses import GROUP_API_KEYS, TXN_OFFSET_COMMIT
+from shoal.coordinator.runtime import GroupCoordinatorRuntime
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.find_coordinator_response import FindCoordinatorResponse
 
@@ -18,44 +30,76 @@ log = logging.getLogger(__name__)
 GROUP_KEY = 0
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def group_partition(group_id: str, num_partitions: int) -> int:
-    """Kafka's Utils.abs(hashCode) % n; Utils.abs maps MIN_VALUE to 0 (h & 0x7fffffff)."""
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
-
-
 class Coordinators:
-    """Per-node coordinator runtimes; follows leadership of `__consumer_offsets`."""
+    """Per-node group coordinator runtimes that follow `__consumer_offsets` leadership."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.config = GroupConfig.from_properties(broker.config.props)
+        self.runtimes: dict[int, GroupCoordinatorRuntime] = {}
+        self._loads: set[asyncio.Task[None]] = set()
+
+    def runtime(self, node_id: int) -> GroupCoordinatorRuntime:
+        rt = self.runtimes.get(node_id)
+        if rt is None:
+            info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+            log_config = topic_log_config(info.configs if info else {"cleanup.policy": "compact"},
+                                          self.broker.log_defaults)
+            rt = self.runtimes[node_id] = GroupCoordinatorRuntime(
+                node_id, self.broker.logs, self.config, log_config=log_config)
+        return rt
 
     async def on_leadership_changed(self) -> None:
-        pass
+        """Load the offsets partitions each live node now leads; unload the rest."""
+        metadata = self.broker.metadata
+        if OFFSETS_TOPIC not in metadata.topics:
+            return
+        n = metadata.topics[OFFSETS_TOPIC].num_partitions
+        for node_id, node in self.broker.nodes.items():
+            rt = self.runtime(node_id)
+            wanted = {p for p in range(n) if node.running and metadata.leader(OFFSETS_TOPIC, p) == node_id}
+            for p in rt.owned_partitions() - wanted:
+                rt.unload_partition(p)
+            for p in sorted(wanted - rt.owned_partitions()):
+                # Loads run in the background: meanwhile the partition answers
+                # COORDINATOR_LOAD_IN_PROGRESS and clients retry.
+                task = asyncio.get_running_loop().create_task(self._load(rt, p))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
+
+    @staticmethod
+    async def _load(rt: GroupCoordinatorRuntime, partition: int) -> None:
+        try:
+            await rt.load_partition(partition)
+        except Exception:
+            log.exception("loading %s-%d on node %d failed", OFFSETS_TOPIC, partition, rt.node_id)
+
+    async def wait_loaded(self) -> None:
+        while self._loads:
+            await asyncio.gather(*self._loads, return_exceptions=True)
 
     async def on_topics_deleted(self, topics: list[str]) -> None:
-        pass
+        for rt in self.runtimes.values():
+            await rt.on_topics_deleted(topics)
 
     async def close(self) -> None:
-        pass
+        for task in list(self._loads):
+            task.cancel()
+        for rt in self.runtimes.values():
+            await rt.close()
 
 
 def register(broker: Broker) -> Coordinators:
     coordinators = Coordinators(broker)
     num_partitions = broker.config.get_int("offsets.topic.num.partitions")
 
-    def locate(key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    async def locate(key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
         if key_type != GROUP_KEY:
-            return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}", -1, "", -1
-        broker.ensure_offsets_topic()
+            # Transactions come with the transaction coordinator.
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The transaction coordinator is not available", -1, "", -1
+        if OFFSETS_TOPIC not in broker.metadata.topics:
+            broker.ensure_offsets_topic()
+            await coordinators.on_leadership_changed()
         leader = broker.metadata.leader(OFFSETS_TOPIC, group_partition(key, num_partitions))
         node = broker.nodes.get(leader)
         if node is None or not node.running:
@@ -64,15 +108,24 @@ def register(broker: Broker) -> Coordinators:
 
     async def find_coordinator(ctx: RequestContext, req) -> FindCoordinatorResponse:
         if ctx.api_version >= 4:
-            coordinators = []
+            found = []
             for key in req.coordinator_keys:
-                code, msg, node_id, host, port = locate(key, req.key_type)
-                coordinators.append(FindCoordinatorResponse.Coordinator(
+                code, msg, node_id, host, port = await locate(key, req.key_type)
+                found.append(FindCoordinatorResponse.Coordinator(
                     key=key, node_id=node_id, host=host, port=port, error_code=code, error_message=msg))
-            return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-        code, msg, node_id, host, port = locate(req.key, req.key_type if ctx.api_version >= 1 else GROUP_KEY)
-        return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=msg,
+            return FindCoordinatorResponse(throttle_time_ms=0, coordinators=found)
+        code, msg, node_id, host, port = await locate(req.key, req.key_type if ctx.api_version >= 1 else GROUP_KEY)
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=code,
+                                       error_message=msg if ctx.api_version >= 1 else None,
                                        node_id=node_id, host=host, port=port)
 
+    def group_handler(api_key: int):
+        async def handle(ctx: RequestContext, req):
+            return await coordinators.runtime(ctx.node.node_id).handle(
+                api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
+        return handle
+
     broker.apis.register(10, find_coordinator)
+    for api_key in sorted(GROUP_API_KEYS - {TXN_OFFSET_COMMIT}):
+        broker.apis.register(api_key, group_handler(api_key))
     return coordinators
