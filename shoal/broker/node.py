@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 _KEY_VERSION = struct.Struct(">hh")
 _CORRELATION = struct.Struct(">i")
+_SIZE = _CORRELATION
+_SIZE_CORRELATION = struct.Struct(">ii")
+_SIZE_CORRELATION_TAGS = struct.Struct(">iiB")
 
 
 @dataclass
@@ -74,7 +77,7 @@ class BrokerNode:
             await self.server.wait_closed()
             self.server = None
 
-    async def dispatch(self, frame: bytes, conn: KafkaConnection) -> bytes | None:
+    async def dispatch(self, frame: bytearray, conn: KafkaConnection) -> bytes | bytearray | None:
         """Decode one request frame, run its handler, return the framed response."""
         if len(frame) < 8:
             raise CloseConnection(f"request of {len(frame)} bytes is too short for a header")
@@ -103,5 +106,11 @@ class BrokerNode:
         response: Any = await api.handler(ctx, request)
         if response is None:  # acks=0 produce: no response at all
             return None
-        body = response.encode(api_version)
-        return encode_response(correlation_id, response_header_version(api_key, api_version), body)
+        # Size, header, then the body encoded straight after them: one copy of any records.
+        if response_header_version(api_key, api_version) == 0:
+            out = bytearray(_SIZE_CORRELATION.pack(0, correlation_id))
+        else:
+            out = bytearray(_SIZE_CORRELATION_TAGS.pack(0, correlation_id, 0))
+        response.encode_into(out, api_version)
+        _SIZE.pack_into(out, 0, len(out) - 4)
+        return out

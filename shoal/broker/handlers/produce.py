@@ -58,7 +58,8 @@ def register(broker: Broker) -> None:
             if records is None:
                 raise InvalidRecordError("produce request carries null records")
             headers = validate_batches(records, plog.config.max_message_bytes)
-            buf = bytearray(records)
+            # The request frame is ours and writable: offsets are assigned in place, no copy.
+            buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
             if "compact" in plog.config.cleanup_policy:
                 for _, rec in iter_all_records(buf):
                     if rec.key is None:

@@ -1,0 +1,248 @@
+"""A tiny synchronous Kafka protocol client for the command-line tools.
+
+The tools talk to brokers over the wire, as Kafka's own tools do, so they work
+against any Kafka-compatible cluster. This module is deliberately small: one
+blocking socket per broker, one request in flight at a time, ApiVersions
+negotiation (highest version both sides know), bootstrap, Metadata and
+FindCoordinator routing. It uses only the generated codecs and the framing
+helpers of `shoal.protocol`.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.framing import API_VERSIONS_KEY, decode_response_header, encode_request, response_header_version
+from shoal.protocol.generated import api_spec
+from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
+from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
+from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
+from shoal.protocol.generated.metadata_request import MetadataRequest
+
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "BrokerConnection",
+    "ToolClient",
+    "ToolError",
+    "error_name",
+    "parse_bootstrap",
+]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+CLIENT_ID = "shoal-tools"
+_I32 = struct.Struct(">i")
+_API_VERSIONS_PROBE = 3  # the version every modern broker answers; v0 is the fallback
+
+
+class ToolError(Exception):
+    """A failure to report to the user as one line (no traceback)."""
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of an error code (``UNKNOWN_TOPIC_OR_PARTITION``), or the number."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def parse_bootstrap(spec: str) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` -> ``[("h1", 9092), ("h2", 9093)]``; ToolError if malformed."""
+    out: list[tuple[str, int]] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        host, sep, port = part.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ToolError(f"bad bootstrap server {part!r} (expected HOST:PORT)")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ToolError("no bootstrap server given")
+    return out
+
+
+class BrokerConnection:
+    """One blocking connection to one broker, with negotiated API versions."""
+
+    def __init__(self, host: str, port: int, *, timeout: float = 10.0, client_id: str = CLIENT_ID) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._correlation = 0
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            raise ToolError(f"cannot connect to broker {host}:{port}: {e.strerror or e}") from None
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._negotiate()
+
+    # -- framing ---------------------------------------------------------
+
+    def _recv_exact(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            try:
+                chunk = self._sock.recv(n - len(chunks))
+            except TimeoutError:
+                raise ToolError(f"broker {self.host}:{self.port} did not answer in time") from None
+            except OSError as e:
+                raise ToolError(f"connection to {self.host}:{self.port} failed: {e}") from None
+            if not chunk:
+                raise ToolError(f"broker {self.host}:{self.port} closed the connection")
+            chunks += chunk
+        return bytes(chunks)
+
+    def _roundtrip(self, api_key: int, version: int, body: bytes) -> memoryview:
+        self._correlation += 1
+        corr = self._correlation
+        frame = encode_request(api_key, version, corr, self.client_id, body)
+        try:
+            self._sock.sendall(frame)
+        except OSError as e:
+            raise ToolError(f"cannot send to {self.host}:{self.port}: {e}") from None
+        (size,) = _I32.unpack(self._recv_exact(4))
+        buf = memoryview(self._recv_exact(size))
+        got, pos = decode_response_header(buf, response_header_version(api_key, version))
+        if got != corr:
+            raise ToolError(f"broker {self.host}:{self.port} answered correlation id {got}, expected {corr}")
+        return buf[pos:]
+
+    # -- ApiVersions -----------------------------------------------------
+
+    def _negotiate(self) -> None:
+        probe = ApiVersionsRequest(client_software_name="shoal-tools", client_software_version="0")
+        body = self._roundtrip(API_VERSIONS_KEY, _API_VERSIONS_PROBE, probe.encode(_API_VERSIONS_PROBE))
+        try:
+            resp = ApiVersionsResponse.decode(body, _API_VERSIONS_PROBE)
+        except ValueError:
+            resp = None
+        if resp is None or resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            # An older broker answers in v0 and lists what it knows; retry at v0.
+            body = self._roundtrip(API_VERSIONS_KEY, 0, ApiVersionsRequest().encode(0))
+            resp = ApiVersionsResponse.decode(body, 0)
+        if resp.error_code != ErrorCode.NONE:
+            raise ToolError(f"ApiVersions failed on {self.host}:{self.port}: {error_name(resp.error_code)}")
+        self.api_versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+
+    def version(self, api_key: int, max_version: int | None = None) -> int:
+        """The highest version of ``api_key`` both sides know (capped at ``max_version``)."""
+        spec = api_spec(api_key)
+        theirs = self.api_versions.get(api_key)
+        if theirs is None:
+            raise ToolError(f"broker {self.host}:{self.port} does not support {spec.name}")
+        hi = min(theirs[1], spec.max_version, spec.max_version if max_version is None else max_version)
+        lo = max(theirs[0], spec.min_version)
+        if hi < lo:
+            raise ToolError(f"no common {spec.name} version with broker {self.host}:{self.port} "
+                            f"(broker {theirs[0]}-{theirs[1]}, tool {spec.min_version}-{spec.max_version})")
+        return hi
+
+    def send(self, request: Any, version: int | None = None) -> Any:
+        """Send ``request`` (a generated request object) and return the decoded response.
+
+        ``version`` defaults to the negotiated one; pass ``self.version(...)``
+        first when the request's fields depend on it.
+        """
+        api_key = request.API_KEY
+        v = self.version(api_key) if version is None else version
+        body = self._roundtrip(api_key, v, request.encode(v))
+        try:
+            return api_spec(api_key).response.decode(body, v)
+        except ValueError as e:
+            raise ToolError(f"cannot decode {api_spec(api_key).name} v{v} response: {e}") from None
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+class ToolClient:
+    """Connections to a cluster: bootstrap, Metadata, per-node connections, coordinators."""
+
+    def __init__(self, bootstrap: str = DEFAULT_BOOTSTRAP, *, timeout: float = 10.0) -> None:
+        self.timeout = timeout
+        self._bootstrap = parse_bootstrap(bootstrap)
+        self._by_node: dict[int, BrokerConnection] = {}
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self._any = self._connect_bootstrap()
+
+    def _connect_bootstrap(self) -> BrokerConnection:
+        errors = []
+        for host, port in self._bootstrap:
+            try:
+                return BrokerConnection(host, port, timeout=self.timeout)
+            except ToolError as e:
+                errors.append(str(e))
+        raise ToolError("; ".join(errors) if len(errors) > 1 else errors[0])
+
+    def __enter__(self) -> ToolClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def metadata(self, topics: list[str] | None = None) -> Any:
+        """A Metadata response for ``topics`` (None: all topics); refreshes ``brokers``."""
+        conn = self._any
+        v = conn.version(3)
+        if topics is None:
+            req_topics = None if v >= 1 else []
+        else:
+            req_topics = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        resp = conn.send(MetadataRequest(topics=req_topics, allow_auto_topic_creation=False), v)
+        self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        return resp
+
+    def node(self, node_id: int) -> BrokerConnection:
+        """The connection to broker ``node_id`` (opened on first use)."""
+        conn = self._by_node.get(node_id)
+        if conn is not None:
+            return conn
+        if node_id not in self.brokers:
+            self.metadata([])
+        addr = self.brokers.get(node_id)
+        if addr is None:
+            raise ToolError(f"broker {node_id} is not in the cluster metadata")
+        if (self._any.host, self._any.port) == addr:
+            conn = self._any
+        else:
+            conn = BrokerConnection(*addr, timeout=self.timeout)
+        self._by_node[node_id] = conn
+        return conn
+
+    def all_nodes(self) -> list[int]:
+        """Every broker id of the cluster (from Metadata)."""
+        self.metadata([])
+        return sorted(self.brokers)
+
+    def find_coordinator(self, group_id: str) -> BrokerConnection:
+        """The connection to ``group_id``'s group coordinator."""
+        conn = self._any
+        v = conn.version(10)
+        if v >= 4:
+            resp = conn.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]), v)
+            c = resp.coordinators[0]
+            code, node_id, host, port, msg = c.error_code, c.node_id, c.host, c.port, c.error_message
+        else:
+            resp = conn.send(FindCoordinatorRequest(key=group_id, key_type=0), v)
+            code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+            msg = resp.error_message if v >= 1 else None
+        if code != ErrorCode.NONE:
+            detail = f" ({msg})" if msg else ""
+            raise ToolError(f"cannot find the coordinator of group {group_id!r}: {error_name(code)}{detail}")
+        self.brokers.setdefault(node_id, (host, port))
+        return self.node(node_id)
+
+    def close(self) -> None:
+        seen = set()
+        for conn in [self._any, *self._by_node.values()]:
+            if id(conn) not in seen:
+                seen.add(id(conn))
+                conn.close()
