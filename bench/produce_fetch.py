@@ -13,12 +13,14 @@ accepted connection. Medians over --repeat runs.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -93,8 +95,14 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
     return elapsed
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_target(bootstrap: str, label: str, n: int, fetch_n: int, size: int, repeat: int,
-               create_topics: bool = True) -> dict[str, float]:
+               create_topics: bool = True, broker_pid: int | None = None) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     value = b"v" * size
 
@@ -106,9 +114,15 @@ def run_target(bootstrap: str, label: str, n: int, fetch_n: int, size: int, repe
         return name
 
     times: dict[str, list[float]] = {"acks=1": [], "acks=all": [], "fetch": []}
+    cpu0 = process_cpu_seconds(broker_pid) if broker_pid else 0.0
     for r in range(repeat):
         for acks in ("1", "all"):
             times[f"acks={acks}"].append(produce(bootstrap, topic(f"bench-{label}-{acks}-{r}"), n, value, acks))
+    if broker_pid:
+        cpu = process_cpu_seconds(broker_pid) - cpu0
+        gb = 2 * repeat * n * size / 1e9
+        print(f"  {label:5s} broker CPU while producing: {cpu / gb:.2f} s per GB produced "
+              f"({cpu:.1f} s for {gb:.2f} GB): the broker alone could take ~{gb * 1000 / cpu:.0f} MB/s")
     # Read back a set small enough for the mock cluster to keep whole (it keeps only
     # its newest few MB per partition).
     fetch_topic = topic(f"bench-{label}-fetch")
@@ -147,7 +161,7 @@ def main() -> None:
         try:
             print(f"{args.records} records x {args.value_bytes} B, {PARTITIONS} partitions, confluent-kafka clients")
             shoal = run_target(f"127.0.0.1:{port}", "shoal", args.records, args.fetch_records, args.value_bytes,
-                               args.repeat)
+                               args.repeat, broker_pid=proc.pid)
         finally:
             proc.terminate()
             proc.wait(20)
