@@ -1,10 +1,12 @@
-"""The `shoal` command: serve, and (later) topics | groups | offsets tools."""
+"""The `shoal` command: serve | groups list|describe | offsets dump."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+
+from shoal.tools.cli import add_groups_parser, add_offsets_parser
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -36,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--control-stdin", action="store_true",
                        help="read 'stop-node N' / 'start-node N' commands from standard input")
     serve.set_defaults(func=_serve)
+    add_groups_parser(sub)
+    add_offsets_parser(sub)
     return parser
 
 

@@ -15,7 +15,12 @@ import struct
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
-from shoal.protocol.framing import API_VERSIONS_KEY, decode_response_header, encode_request, response_header_version
+from shoal.protocol.framing import (
+    API_VERSIONS_KEY,
+    decode_response_header,
+    encode_request,
+    response_header_version,
+)
 from shoal.protocol.generated import api_spec
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
@@ -29,6 +34,7 @@ __all__ = [
     "ToolError",
     "error_name",
     "parse_bootstrap",
+    "pick_version",
 ]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -63,6 +69,16 @@ def parse_bootstrap(spec: str) -> list[tuple[str, int]]:
     if not out:
         raise ToolError("no bootstrap server given")
     return out
+
+
+def pick_version(broker_range: tuple[int, int] | None, tool_range: tuple[int, int],
+                 cap: int | None = None) -> int | None:
+    """The highest version in both ranges (and <= ``cap``); None when there is none."""
+    if broker_range is None:
+        return None
+    hi = min(broker_range[1], tool_range[1], tool_range[1] if cap is None else cap)
+    lo = max(broker_range[0], tool_range[0])
+    return hi if hi >= lo else None
 
 
 class BrokerConnection:
@@ -135,12 +151,11 @@ class BrokerConnection:
         theirs = self.api_versions.get(api_key)
         if theirs is None:
             raise ToolError(f"broker {self.host}:{self.port} does not support {spec.name}")
-        hi = min(theirs[1], spec.max_version, spec.max_version if max_version is None else max_version)
-        lo = max(theirs[0], spec.min_version)
-        if hi < lo:
+        v = pick_version(theirs, (spec.min_version, spec.max_version), max_version)
+        if v is None:
             raise ToolError(f"no common {spec.name} version with broker {self.host}:{self.port} "
                             f"(broker {theirs[0]}-{theirs[1]}, tool {spec.min_version}-{spec.max_version})")
-        return hi
+        return v
 
     def send(self, request: Any, version: int | None = None) -> Any:
         """Send ``request`` (a generated request object) and return the decoded response.

@@ -1,0 +1,314 @@
+"""`shoal groups list|describe`: consumer groups over the wire, as kafka-consumer-groups.
+
+list      ListGroups sent to every broker (each coordinator knows only its own groups).
+describe  FindCoordinator, DescribeGroups (members and their decoded assignments),
+          OffsetFetch (committed offsets), Metadata + ListOffsets(latest) to each
+          partition's leader (log end offsets), and the lag of every partition.
+
+DescribeGroups does not say which member is the group leader, so neither do we.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from shoal.assignors.consumer_protocol import decode_assignment
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.describe_groups_request import DescribeGroupsRequest
+from shoal.protocol.generated.list_groups_request import ListGroupsRequest
+from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
+from shoal.protocol.generated.offset_fetch_request import OffsetFetchRequest
+from shoal.tools.table import MISSING, compact_partitions, format_table, lag
+from shoal.tools.wire import ToolClient, ToolError, error_name
+
+__all__ = [
+    "GROUP_STATES",
+    "GroupDescription",
+    "GroupListing",
+    "MemberInfo",
+    "PartitionInfo",
+    "describe_group",
+    "format_description",
+    "format_listings",
+    "list_groups",
+    "normalize_states",
+]
+
+# Kafka's group states (classic and consumer protocols), as ListGroups reports them.
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
+                "Assigning", "Reconciling")
+LATEST_TIMESTAMP = -1
+_RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+              ErrorCode.NOT_COORDINATOR}
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    state: str
+    protocol_type: str
+    coordinator: int
+
+
+@dataclass
+class MemberInfo:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[tuple[str, int]] | None  # None: not a consumer-protocol blob we can read
+
+
+@dataclass
+class PartitionInfo:
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int | None
+    owner: MemberInfo | None
+
+    @property
+    def lag(self) -> int | None:
+        return lag(self.committed, self.log_end)
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    coordinator: tuple[int, str, int]
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberInfo] = field(default_factory=list)
+    partitions: list[PartitionInfo] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def normalize_states(states: Iterable[str]) -> list[str]:
+    """Map user-typed states to Kafka's spelling (case-insensitive); ToolError on an unknown one."""
+    known = {s.lower(): s for s in GROUP_STATES}
+    out = []
+    for s in states:
+        for part in s.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part.lower() not in known:
+                raise ToolError(f"unknown group state {part!r}; valid states: {', '.join(GROUP_STATES)}")
+            out.append(known[part.lower()])
+    return out
+
+
+def _retrying(fn, attempts: int = 20):  # noqa: ANN001, ANN202 - tiny local helper
+    """Call ``fn`` until it returns a non-retriable error code (coordinator loading, moving)."""
+    for _ in range(attempts - 1):
+        result, code = fn()
+        if code not in _RETRIABLE:
+            return result, code
+        time.sleep(0.1)
+    return fn()
+
+
+def list_groups(client: ToolClient, states: Iterable[str] = (),
+                errors: list[str] | None = None) -> list[GroupListing]:
+    """Every group of the cluster (ListGroups to each broker), optionally only in ``states``.
+
+    A broker that cannot be asked is reported in ``errors`` (if given, else raised) and skipped.
+    """
+    wanted = normalize_states(states)
+    wanted_lower = {s.lower() for s in wanted}
+    out: dict[str, GroupListing] = {}
+    for node_id in client.all_nodes():
+        try:
+            _list_node(client, node_id, wanted, out)
+        except ToolError as e:
+            if errors is None:
+                raise
+            errors.append(f"broker {node_id}: {e}")
+    listings = sorted(out.values(), key=lambda g: g.group_id)
+    if wanted_lower:
+        # Brokers older than ListGroups v4 report no state (and cannot filter): ask DescribeGroups.
+        listings = [g for g in listings
+                    if (g.state or _describe_state(client, g.group_id)).lower() in wanted_lower]
+    return listings
+
+
+def _list_node(client: ToolClient, node_id: int, wanted: list[str], out: dict[str, GroupListing]) -> None:
+    conn = client.node(node_id)
+    v = conn.version(16)
+    req = ListGroupsRequest(states_filter=wanted if v >= 4 else [])
+
+    def call():  # noqa: ANN202
+        resp = conn.send(req, v)
+        return resp, resp.error_code
+
+    resp, code = _retrying(call)
+    if code != ErrorCode.NONE:
+        raise ToolError(f"ListGroups failed: {error_name(code)}")
+    for g in resp.groups:
+        out[g.group_id] = GroupListing(g.group_id, g.group_state if v >= 4 else "", g.protocol_type, node_id)
+
+
+def _describe_state(client: ToolClient, group_id: str) -> str:
+    conn = client.find_coordinator(group_id)
+    resp = conn.send(DescribeGroupsRequest(groups=[group_id]))
+    return resp.groups[0].group_state
+
+
+def format_listings(listings: list[GroupListing], with_state: bool = True) -> str:
+    """The `groups list` table: GROUP, STATE, PROTOCOL-TYPE."""
+    if not with_state:
+        return "\n".join(g.group_id for g in listings)
+    return format_table(["GROUP", "STATE", "PROTOCOL-TYPE"],
+                        [(g.group_id, g.state or MISSING, g.protocol_type or MISSING) for g in listings])
+
+
+def _decode_member_assignment(protocol_type: str, blob: bytes) -> list[tuple[str, int]] | None:
+    if protocol_type != "consumer":
+        return None
+    try:
+        return sorted((tp.topic, tp.partition) for tp in decode_assignment(blob).partitions)
+    except ValueError:
+        return None
+
+
+def _committed_offsets(conn, group_id: str) -> dict[tuple[str, int], int]:  # noqa: ANN001
+    """OffsetFetch for all of the group's partitions: {(topic, partition): offset}."""
+    v = conn.version(9)
+    if v >= 8:
+        req = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)])
+    else:
+        # v2+ accepts null topics (= all); v0-1 cannot list all partitions
+        if v < 2:
+            raise ToolError(f"broker {conn.host}:{conn.port} only supports OffsetFetch v{v} (needs v2+)")
+        req = OffsetFetchRequest(group_id=group_id, topics=None)
+
+    def call():  # noqa: ANN202
+        resp = conn.send(req, v)
+        if v >= 8:
+            g = resp.groups[0]
+            return (g.topics, g.error_code), g.error_code
+        return (resp.topics, resp.error_code), resp.error_code
+
+    (topics, code), _ = _retrying(call)
+    if code != ErrorCode.NONE:
+        raise ToolError(f"OffsetFetch for group {group_id!r} failed: {error_name(code)}")
+    out: dict[tuple[str, int], int] = {}
+    for t in topics:
+        for p in t.partitions:
+            if p.error_code == ErrorCode.NONE and p.committed_offset >= 0:
+                out[(t.name, p.partition_index)] = p.committed_offset
+    return out
+
+
+def log_end_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]],
+                    warnings: list[str] | None = None) -> dict[tuple[str, int], int]:
+    """ListOffsets(latest) sent to each partition's leader: {(topic, partition): log end offset}."""
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    md = client.metadata(sorted({t for t, _ in wanted}))
+    leaders: dict[tuple[str, int], int] = {}
+    for t in md.topics:
+        if t.error_code != ErrorCode.NONE:
+            if warnings is not None:
+                warnings.append(f"topic {t.name}: {error_name(t.error_code)}")
+            continue
+        for p in t.partitions:
+            leaders[(t.name, p.partition_index)] = p.leader_id
+    by_leader: dict[int, dict[str, list[int]]] = {}
+    for topic, p in wanted:
+        leader = leaders.get((topic, p), -1)
+        if leader < 0:
+            continue
+        by_leader.setdefault(leader, {}).setdefault(topic, []).append(p)
+    out: dict[tuple[str, int], int] = {}
+    for leader, topics in by_leader.items():
+        conn = client.node(leader)
+        v = conn.version(2)
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+            ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=[
+                ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=LATEST_TIMESTAMP,
+                                                        current_leader_epoch=-1, max_num_offsets=1)
+                for p in ps])
+            for t, ps in topics.items()])
+        resp = conn.send(req, v)
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code != ErrorCode.NONE:
+                    if warnings is not None:
+                        warnings.append(f"log end offset of {t.name}-{p.partition_index}: {error_name(p.error_code)}")
+                    continue
+                offset = p.offset if v >= 1 else (p.old_style_offsets[0] if p.old_style_offsets else -1)
+                out[(t.name, p.partition_index)] = offset
+    return out
+
+
+def describe_group(client: ToolClient, group_id: str) -> GroupDescription:
+    """Everything `groups describe` prints; ToolError if the group does not exist."""
+    conn = client.find_coordinator(group_id)
+    coordinator = next(((n, h, p) for n, (h, p) in client.brokers.items() if (h, p) == (conn.host, conn.port)),
+                       (-1, conn.host, conn.port))
+
+    def call():  # noqa: ANN202
+        resp = conn.send(DescribeGroupsRequest(groups=[group_id]))
+        g = resp.groups[0]
+        return g, g.error_code
+
+    g, code = _retrying(call)
+    if code == ErrorCode.GROUP_ID_NOT_FOUND:
+        raise ToolError(f"Consumer group '{group_id}' does not exist.")
+    if code != ErrorCode.NONE:
+        raise ToolError(f"DescribeGroups for group {group_id!r} failed: {error_name(code)}")
+    committed = _committed_offsets(conn, group_id)
+    if g.group_state == "Dead" and not committed:
+        raise ToolError(f"Consumer group '{group_id}' does not exist.")
+    desc = GroupDescription(group_id, coordinator, g.group_state, g.protocol_type, g.protocol_data)
+    owners: dict[tuple[str, int], MemberInfo] = {}
+    for m in g.members:
+        info = MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                          _decode_member_assignment(g.protocol_type, m.member_assignment))
+        desc.members.append(info)
+        for tp in info.assignment or ():
+            owners[tp] = info
+    keys = set(committed) | set(owners)
+    ends = log_end_offsets(client, keys, desc.warnings)
+    desc.partitions = [PartitionInfo(t, p, committed.get((t, p)), ends.get((t, p)), owners.get((t, p)))
+                       for t, p in sorted(keys)]
+    return desc
+
+
+def format_description(desc: GroupDescription) -> str:
+    """The `groups describe` text: a summary, the members, then one row per partition."""
+    node, host, port = desc.coordinator
+    lines = [
+        f"Group:          {desc.group_id}",
+        f"Coordinator:    {host}:{port} (id: {node})",
+        f"State:          {desc.state}",
+        f"Protocol type:  {desc.protocol_type or MISSING}",
+        f"Assignor:       {desc.protocol or MISSING}",
+        f"Members:        {len(desc.members)}",
+        "",
+    ]
+    if desc.members:
+        rows = []
+        for m in desc.members:
+            n = MISSING if m.assignment is None else len(m.assignment)
+            shown = "(unreadable)" if m.assignment is None else compact_partitions(m.assignment)
+            rows.append((m.member_id, m.group_instance_id, m.client_id, m.host, n, shown))
+        lines += [format_table(["CONSUMER-ID", "GROUP-INSTANCE-ID", "CLIENT-ID", "HOST", "#PARTITIONS",
+                                "ASSIGNMENT"], rows), ""]
+    else:
+        lines += [f"Consumer group '{desc.group_id}' has no active members.", ""]
+    if desc.partitions:
+        rows = [(desc.group_id, p.topic, p.partition, p.committed, p.log_end, p.lag,
+                 p.owner.member_id if p.owner else None, p.owner.host if p.owner else None,
+                 p.owner.client_id if p.owner else None) for p in desc.partitions]
+        lines.append(format_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                   "CONSUMER-ID", "HOST", "CLIENT-ID"], rows))
+    else:
+        lines.append(f"Consumer group '{desc.group_id}' has no assigned partitions and no committed offsets.")
+    lines += [f"warning: {w}" for w in desc.warnings]
+    return "\n".join(lines)
