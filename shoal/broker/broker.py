@@ -57,7 +57,8 @@ class Broker:
         self.metadata = ClusterMetadata(self.cluster_id, self.node_ids,
                                         self.log_dirs[0] / "__cluster_metadata.json")
         self.log_defaults = log_config_defaults(config)
-        self.logs = LogManager(self.log_dirs, self.log_defaults)
+        self.logs = LogManager(self.log_dirs, self.log_defaults,
+                               compaction_backoff_ms=config.get_int("log.cleaner.backoff.ms"))
         self.producer_ids = ProducerIdManager(self.log_dirs[0] / "producer_ids")
         # (topic, partition) -> idempotent producers' recent sequences
         self.producer_states: dict[tuple[str, int], ProducerStateTable] = {}
@@ -117,8 +118,12 @@ class Broker:
         self.logs.close()
 
     async def _housekeep(self) -> None:
-        """Retention, compaction and time-based flush, on Kafka's check interval."""
-        interval = min(self.config.get_int("log.retention.check.interval.ms"), 30_000) / 1000
+        """Retention, compaction and time-based flush (log.flush.interval.ms) on a timer."""
+        interval_ms = min(self.config.get_int("log.retention.check.interval.ms"), 30_000)
+        flush_ms = self.config.get_optional_int("log.flush.interval.ms")
+        if flush_ms is not None:
+            interval_ms = min(interval_ms, max(flush_ms, 100))
+        interval = interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             try:

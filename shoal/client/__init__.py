@@ -5,6 +5,7 @@ synchronous face (``Producer``, ``Consumer``, ``AdminClient``) that runs the cor
 private event loop in a background thread.  Configuration uses Kafka's property names.
 """
 
+from .accumulator import RecordFuture
 from .admin import AdminClient, AIOAdminClient, NewPartitions, NewTopic
 from .consumer import AIOConsumer
 from .errors import (
@@ -48,6 +49,7 @@ __all__ = [
     "OffsetAndMetadata",
     "Producer",
     "RebalanceInProgressError",
+    "RecordFuture",
     "RecordMetadata",
     "TopicPartition",
     "murmur2",

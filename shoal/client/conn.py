@@ -8,6 +8,7 @@ import logging
 import struct
 from typing import Any
 
+from shoal.protocol.errors import DecodeError
 from shoal.protocol.framing import encode_request, response_header_version
 
 from .errors import KafkaConnectionError, KafkaTimeoutError
@@ -178,8 +179,12 @@ class BrokerConnection:
                     if response_header_version(api_key, version) >= 1:
                         pos = _skip_tagged_fields(mv, pos)
                     fut.set_result(SPECS[api_key].response.decode(mv[pos:], version))
-                except Exception as e:  # noqa: BLE001 - hand decode errors to the caller
-                    fut.set_exception(e)
+                except DecodeError as e:
+                    # A response we cannot parse leaves the stream's state unknown: treat it
+                    # as a broken connection, which every caller already retries.
+                    err = KafkaConnectionError(f"node {self.node_id}: undecodable response: {e}")
+                    fut.set_exception(err)
+                    break
         except (asyncio.IncompleteReadError, OSError) as e:
             err = KafkaConnectionError(f"connection to node {self.node_id} lost: {e!r}")
         except asyncio.CancelledError:

@@ -233,14 +233,20 @@ class AIOConsumer:
             committed: dict[TopicPartition, OffsetAndMetadata | None] = {}
             if self.coordinator is not None:
                 committed = await self.coordinator.fetch_committed(missing)
+            undefined = []
             for tp in missing:
                 om = committed.get(tp)
                 if not self.subs.is_assigned(tp):
                     continue
                 if om is not None:
                     self.subs.seek(tp, om.offset)
+                elif self.subs.default_reset == "none":
+                    # As Java: stay "initializing", so the next poll looks for a committed offset again.
+                    undefined.append(tp)
                 else:
                     self.subs.request_reset(tp)
+            if undefined:
+                raise NoOffsetForPartitionError(undefined)
         awaiting = self.subs.awaiting_reset()
         if awaiting:
             no_policy = [tp for tp in awaiting if self.subs.state(tp).reset_strategy == "none"]

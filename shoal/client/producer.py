@@ -11,7 +11,7 @@ from typing import Any
 
 from shoal.protocol.errors import ErrorCode, is_retriable
 
-from .accumulator import COMPRESSION_CODES, PendingRecord, ProducerBatch, RecordAccumulator
+from .accumulator import COMPRESSION_CODES, DeliveryCallback, PendingRecord, ProducerBatch, RecordAccumulator
 from .cluster import KafkaClient, now_ms
 from .config import PRODUCER_DEFAULTS, make_config
 from .errors import ClosedError, KafkaConnectionError, KafkaTimeoutError, error_for
@@ -20,8 +20,6 @@ from .protocol import PRODUCE, request_class
 from .structs import RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
-
-DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
 
 _METADATA_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
@@ -110,38 +108,61 @@ class AIOProducer:
         if not self._started:
             await self.start()
         assert self.accumulator is not None and self._wakeup is not None
+        rec = self.make_record(key, value, headers, timestamp_ms, on_delivery)
+        rec.future = asyncio.get_running_loop().create_future()
+        parts = self.client.cluster.partitions_for(topic)
+        if parts is None:
+            parts = await self.client.wait_for_topic(topic, self.config["max.block.ms"])
+        self.check_partition(topic, partition, len(parts))
+        if not self.accumulator.space.is_set():
+            await self.wait_for_space()
+        _batch, _index, wake = self.append(topic, partition, len(parts), rec)
+        if wake:
+            self._wakeup.set()
+        return rec.future
+
+    # The steps of send, shared with the sync face (which runs them on the caller's thread).
+
+    def make_record(self, key: Any, value: Any, headers: Any, timestamp_ms: int | None,
+                    on_delivery: DeliveryCallback | None) -> PendingRecord:
+        """Serialize one record (thread-safe: touches no shared state)."""
         cfg = self.config
         kb = _to_bytes(key, cfg["key.serializer"])
         vb = _to_bytes(value, cfg["value.serializer"])
-        hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
-        hdrs = [(k, _to_bytes(v, None)) for k, v in hdrs]
-        parts = self.client.cluster.partitions_for(topic)
-        if parts is None:
-            parts = await self.client.wait_for_topic(topic, cfg["max.block.ms"])
-        n = len(parts)
-        if partition is None:
-            partition = self.partitioner.partition(topic, kb, n)
-        elif not 0 <= partition < n:
-            raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions)")
-        if not self.accumulator.space.is_set():
-            try:
-                await asyncio.wait_for(self.accumulator.space.wait(), cfg["max.block.ms"] / 1000)
-            except TimeoutError:
-                raise KafkaTimeoutError("buffer.memory exhausted for max.block.ms") from None
-        fut = asyncio.get_running_loop().create_future()
+        if headers:
+            hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers)
+            hdrs = [(k, _to_bytes(v, None)) for k, v in hdrs]
+        else:
+            hdrs = []
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-        rec = PendingRecord(ts, kb, vb, hdrs, fut)
-        if on_delivery is not None:
-            fut.add_done_callback(lambda f: on_delivery(f.exception(), None if f.exception() else f.result()))
-        tp = TopicPartition(topic, partition)
-        batch, new = self.accumulator.append(tp, rec, now_ms())
-        if new and kb is None and hasattr(self.partitioner, "on_new_batch"):
-            # KIP-480: once a null-key batch is opened, later null-key records stick to another partition
-            # when this one closes (by size or linger).
-            batch.sticky_topic = (topic, n)
-        if new or batch.size >= self.accumulator.batch_size or self.accumulator.linger_ms == 0:
-            self._wakeup.set()
-        return fut
+        return PendingRecord(ts, kb, vb, hdrs, None, on_delivery)
+
+    @staticmethod
+    def check_partition(topic: str, partition: int | None, n: int) -> None:
+        if partition is not None and not 0 <= partition < n:
+            raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions)")
+
+    async def wait_for_space(self) -> None:
+        """Block (up to max.block.ms) while buffer.memory is used up."""
+        assert self.accumulator is not None
+        try:
+            await asyncio.wait_for(self.accumulator.space.wait(), self.config["max.block.ms"] / 1000)
+        except TimeoutError:
+            raise KafkaTimeoutError("buffer.memory exhausted for max.block.ms") from None
+
+    def append(self, topic: str, partition: int | None, n: int, rec: PendingRecord) -> tuple[ProducerBatch, int, bool]:
+        """Partition and append ``rec`` (any thread); returns (batch, index, whether to wake the sender)."""
+        acc = self.accumulator
+        assert acc is not None
+        with acc.lock:
+            if partition is None:
+                partition = self.partitioner.partition(topic, rec.key, n)
+            batch, new = acc.append(TopicPartition(topic, partition), rec, now_ms())
+            if new and rec.key is None and hasattr(self.partitioner, "on_new_batch"):
+                # KIP-480: once a null-key batch is opened, later null-key records stick to another
+                # partition when this one closes (by size or linger).
+                batch.sticky_topic = (topic, n)
+            return batch, len(batch.records) - 1, new or batch.size >= acc.batch_size or acc.linger_ms == 0
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordMetadata:
         fut = await self.send(topic, value, key, **kw)
@@ -152,18 +173,22 @@ class AIOProducer:
         if not self._started:
             return
         assert self.accumulator is not None and self._wakeup is not None
-        futs = [r.future for b in self.accumulator.all_batches() for r in b.records]
-        futs += [r.future for t in self._in_flight_batches for r in t.records]
-        self.accumulator.flushing += 1
+        acc = self.accumulator
+        with acc.lock:
+            batches = list(acc.all_batches())
+            acc.flushing += 1
+        batches += self._in_flight_batches
         self._wakeup.set()
         try:
-            if futs:
-                await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True),
+            waiters = [b.waiter() for b in batches if not b.done]
+            if waiters:
+                await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True),
                                        None if timeout_ms is None else timeout_ms / 1000)
         except TimeoutError:
             raise KafkaTimeoutError("flush timed out") from None
         finally:
-            self.accumulator.flushing -= 1
+            with acc.lock:
+                acc.flushing -= 1
 
     @property
     def _in_flight_batches(self) -> list[ProducerBatch]:
@@ -184,7 +209,10 @@ class AIOProducer:
         for t in list(self._in_flight_tasks):
             t.cancel()
         if self.accumulator is not None:
-            for b in self.accumulator.all_batches():
+            with self.accumulator.lock:
+                left = list(self.accumulator.all_batches())
+                self.accumulator.batches.clear()
+            for b in left:
                 b.fail(ClosedError("producer closed before the record was sent"))
         await self.client.close()
 
@@ -199,19 +227,22 @@ class AIOProducer:
             self._expire(now)
             by_node: dict[int, list[ProducerBatch]] = {}
             need_meta = False
-            for tp in list(acc.ready(now, self._closed)):
-                if tp in self._muted:
-                    continue
-                leader = self.client.cluster.leader_for(tp.topic, tp.partition)
-                if leader < 0:
-                    need_meta = True
-                    continue
-                if self._in_flight.get(leader, 0) >= max_in_flight:
-                    continue
-                b = acc.pop(tp)
-                if b.sticky_topic is not None:
-                    self.partitioner.on_new_batch(b.sticky_topic[0], b.sticky_topic[1], tp.partition)
-                by_node.setdefault(leader, []).append(b)
+            # Clear before looking, so that an append from another thread after the look wakes us.
+            self._wakeup.clear()
+            with acc.lock:
+                for tp in list(acc.ready(now, self._closed)):
+                    if tp in self._muted:
+                        continue
+                    leader = self.client.cluster.leader_for(tp.topic, tp.partition)
+                    if leader < 0:
+                        need_meta = True
+                        continue
+                    if self._in_flight.get(leader, 0) >= max_in_flight:
+                        continue
+                    b = acc.pop(tp)
+                    if b.sticky_topic is not None:
+                        self.partitioner.on_new_batch(b.sticky_topic[0], b.sticky_topic[1], tp.partition)
+                    by_node.setdefault(leader, []).append(b)
             for node, batches in by_node.items():
                 self._dispatch(node, batches)
             if need_meta:
@@ -219,22 +250,26 @@ class AIOProducer:
                     await self.client.refresh_metadata()
                 await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
                 continue
-            deadline = acc.next_deadline(now_ms())
+            with acc.lock:
+                deadline = acc.next_deadline(now_ms())
             timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
             if deadline is not None and timeout == 0.0 and not by_node:
                 timeout = 0.001  # ready but blocked on in-flight: wait for a response or a tick
-            self._wakeup.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
 
     def _expire(self, now: int) -> None:
         assert self.accumulator is not None
         limit = self.config["delivery.timeout.ms"]
-        for q in self.accumulator.batches.values():
-            while q and now - q[0].created_ms > limit:
-                b = q.popleft()
-                self.accumulator.release(b)
-                b.fail(KafkaTimeoutError(f"expiring {len(b.records)} record(s) for {b.tp}: delivery.timeout.ms elapsed"))
+        expired: list[ProducerBatch] = []
+        with self.accumulator.lock:
+            for q in self.accumulator.batches.values():
+                while q and now - q[0].created_ms > limit:
+                    b = q.popleft()
+                    self.accumulator.release(b)
+                    expired.append(b)
+        for b in expired:
+            b.fail(KafkaTimeoutError(f"expiring {len(b.records)} record(s) for {b.tp}: delivery.timeout.ms elapsed"))
 
     def _dispatch(self, node: int, batches: list[ProducerBatch]) -> None:
         for b in batches:
@@ -307,7 +342,8 @@ class AIOProducer:
 
     def _done(self, b: ProducerBatch) -> None:
         assert self.accumulator is not None
-        self.accumulator.release(b)
+        with self.accumulator.lock:
+            self.accumulator.release(b)
         self._muted.discard(b.tp)
 
     def _retry_or_fail(self, b: ProducerBatch, exc: BaseException, *, refresh: bool) -> None:
@@ -320,7 +356,8 @@ class AIOProducer:
             return
         b.retry_after_ms = now + self.config["retry.backoff.ms"]
         self._muted.discard(b.tp)
-        self.accumulator.reenqueue(b)
+        with self.accumulator.lock:
+            self.accumulator.reenqueue(b)
         if refresh:
             self.client.cluster.topics.pop(b.tp.topic, None)
             self.client.add_topics([b.tp.topic])

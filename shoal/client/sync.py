@@ -7,13 +7,14 @@ import concurrent.futures
 import queue
 import re
 import threading
-from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from .accumulator import DeliveryCallback, RecordFuture
 from .consumer import AIOConsumer
-from .producer import AIOProducer, DeliveryCallback
-from .structs import ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
+from .errors import ClosedError
+from .producer import AIOProducer
+from .structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 T = TypeVar("T")
 
@@ -42,19 +43,18 @@ class _LoopThread:
 
 
 class Producer:
-    """Synchronous producer: ``send`` returns a ``concurrent.futures.Future[RecordMetadata]``.
+    """Synchronous producer: ``send`` returns a :class:`RecordFuture` of the ``RecordMetadata``.
 
-    Delivery callbacks (``on_delivery(err, metadata)``) run on the producer's I/O thread.
+    ``send`` serializes, partitions and appends to the accumulator on the caller's thread
+    (under the accumulator's lock) and wakes the I/O loop only when a batch opens or fills,
+    so a send costs no thread hop.  Delivery callbacks (``on_delivery(err, metadata)``) run
+    on the producer's I/O thread.
     """
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self._lt = _LoopThread("shoal-producer")
         self._core = AIOProducer(config, **kwargs)
         self.config = self._core.config
-        self._pending: deque[tuple[tuple, dict, concurrent.futures.Future]] = deque()
-        self._lock = threading.Lock()
-        self._scheduled = False
-        self._sending: set[asyncio.Task] = set()
         try:
             self._lt.run(self._core.start())
         except BaseException:
@@ -70,63 +70,32 @@ class Producer:
         timestamp_ms: int | None = None,
         headers: list[tuple[str, bytes | None]] | dict[str, bytes | None] | None = None,
         on_delivery: DeliveryCallback | None = None,
-    ) -> concurrent.futures.Future[RecordMetadata]:
+    ) -> RecordFuture:
         """Enqueue one record; the future resolves when the broker acknowledges it."""
-        acc = self._core.accumulator
-        if acc is not None and not acc.space.is_set():
-            self._lt.run(self._wait_space())
-        cf: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
-        with self._lock:
-            self._pending.append(((topic, value, key, partition, timestamp_ms, headers), {"on_delivery": on_delivery}, cf))
-            schedule = not self._scheduled
-            self._scheduled = True
-        if schedule:
-            self._lt.loop.call_soon_threadsafe(self._drain_pending)
-        return cf
+        core = self._core
+        if core._closed:
+            raise ClosedError("producer is closed")
+        rec = core.make_record(key, value, headers, timestamp_ms, on_delivery)
+        parts = core.client.cluster.partitions_for(topic)
+        if parts is None:  # unknown topic: fetch its metadata on the loop (blocks up to max.block.ms)
+            parts = self._lt.run(core.partitions_for(topic))
+        core.check_partition(topic, partition, len(parts))
+        acc = core.accumulator
+        assert acc is not None and core._wakeup is not None
+        if not acc.space.is_set():
+            self._lt.run(core.wait_for_space())
+        batch, index, wake = core.append(topic, partition, len(parts), rec)
+        if wake:
+            self._lt.loop.call_soon_threadsafe(core._wakeup.set)
+        return RecordFuture(batch, index)
 
-    async def _wait_space(self) -> None:
-        acc = self._core.accumulator
-        assert acc is not None
-        await asyncio.wait_for(acc.space.wait(), self.config["max.block.ms"] / 1000)
-
-    def _drain_pending(self) -> None:
-        # Runs on the loop: hand the queued sends to the core in arrival order.
-        with self._lock:
-            items = list(self._pending)
-            self._pending.clear()
-            self._scheduled = False
-        if items:
-            task = asyncio.get_running_loop().create_task(self._send_all(items))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
-
-    async def _send_all(self, items: list[tuple[tuple, dict, concurrent.futures.Future]]) -> None:
-        for args, kw, cf in items:
-            try:
-                afut = await self._core.send(*args, **kw)
-            except BaseException as e:  # noqa: BLE001 - report on the caller's future
-                cf.set_exception(e)
-                continue
-            afut.add_done_callback(lambda f, cf=cf: _copy_result(f, cf))
-
-    def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> concurrent.futures.Future[RecordMetadata]:
+    def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordFuture:
         """Alias of ``send`` for confluent-kafka users."""
         return self.send(topic, value, key, **kw)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record sent so far is acknowledged (or failed)."""
-        self._lt.run(self._flush(None if timeout is None else int(timeout * 1000)))
-
-    async def _flush(self, timeout_ms: int | None) -> None:
-        while True:
-            with self._lock:
-                empty = not self._pending and not self._scheduled
-            if empty:
-                break
-            await asyncio.sleep(0.001)
-        if self._sending:  # let queued sends reach the accumulator first
-            await asyncio.gather(*self._sending, return_exceptions=True)
-        await self._core.flush(timeout_ms)
+        self._lt.run(self._core.flush(None if timeout is None else int(timeout * 1000)))
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._lt.run(self._core.partitions_for(topic))
