@@ -15,30 +15,12 @@ from shoal.protocol import record_batch as rb
 _READ_CHUNK = 8 * 1024 * 1024
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    pos += 1
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos
-    result = b & 0x7F
-    shift = 7
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise rb.CorruptRecordError("varint is too long")
-
-
 def _skip_headers(data: bytes, pos: int) -> int:
-    n, pos = _varint(data, pos)
+    n, pos = rb.read_varint(data, pos)
     for _ in range(n):
-        klen, pos = _varint(data, pos)
+        klen, pos = rb.read_varint(data, pos)
         pos += klen
-        vlen, pos = _varint(data, pos)
+        vlen, pos = rb.read_varint(data, pos)
         if vlen > 0:
             pos += vlen
     return pos
@@ -50,7 +32,7 @@ def collect_latest(data: bytes, count: int, latest: dict[bytes, bytes | None]) -
     The hot loop: single-byte varints are decoded inline, the length,
     timestamp-delta and offset-delta varints are skipped without decoding.
     """
-    rv = _varint
+    rv = rb.read_varint
     pos = 0
     for _ in range(count):
         while data[pos] > 127:  # record length

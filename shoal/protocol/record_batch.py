@@ -402,7 +402,8 @@ def _varint(n: int) -> bytes:
     return _encode_varint(n)
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, position after it)."""
     b = buf[pos]
     pos += 1
     if b < 0x80:
@@ -427,7 +428,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 def _decode_records(
     data: bytes, count: int, base_offset: int, base_timestamp: int, timestamp_override: int | None
 ) -> Iterator[Record]:
-    rv = _read_varint
+    rv = read_varint
     pos = 0
     end = len(data)
     for _ in range(count):
