@@ -8,6 +8,8 @@ Each command is answered with one line `ok ...` or `error ...` on stdout.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
 import signal
 import sys
@@ -41,6 +43,26 @@ async def _control_loop(broker: Broker, stop: asyncio.Event) -> None:
             print("error", e, flush=True)
 
 
+def tune_malloc() -> None:
+    """Keep large request buffers on the heap (glibc).
+
+    Produce requests carry batches of about 1 MiB. By default glibc serves
+    such sizes with a fresh mmap and unmaps them when freed, so every request
+    buffer, and every copy of one, pays page faults on first touch; that cost
+    the broker about half of its CPU on the produce path. Raising the mmap and
+    trim thresholds lets freed buffers be reused instead.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        libc.mallopt(m_mmap_threshold, 64 << 20)
+        libc.mallopt(m_trim_threshold, 256 << 20)
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass
+
+
 async def run(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False) -> None:
     broker = Broker(config, nodes)
     await broker.start()
@@ -62,4 +84,5 @@ async def run(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False)
 
 
 def serve(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False) -> None:
+    tune_malloc()
     asyncio.run(run(config, nodes, control_stdin))
