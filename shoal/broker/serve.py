@@ -11,6 +11,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import logging
+import os
 import signal
 import sys
 
@@ -50,9 +51,10 @@ def tune_malloc() -> None:
     such sizes with a fresh mmap and unmaps them when freed, so every request
     buffer, and every copy of one, pays page faults on first touch; that cost
     the broker about half of its CPU on the produce path. Raising the mmap and
-    trim thresholds lets freed buffers be reused instead.
+    trim thresholds lets freed buffers be reused instead. SHOAL_MALLOC_TUNING=0
+    turns this off (the process then keeps less memory it no longer uses).
     """
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or os.environ.get("SHOAL_MALLOC_TUNING") == "0":
         return
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

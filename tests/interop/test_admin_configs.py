@@ -40,7 +40,7 @@ def test_kafka_python_admin_describe_configs(shoal):
         out = admin.describe_configs([KPConfigResource(ConfigResourceType.TOPIC, "kcfg")])
         text = repr(out)
         assert "max.message.bytes" in text and "5000" in text
-        brokers = admin.describe_configs([KPConfigResource(ConfigResourceType.BROKER, "0")])
+        brokers = admin.describe_configs([KPConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all")
         assert "num.partitions" in repr(brokers)
     finally:
         admin.close()

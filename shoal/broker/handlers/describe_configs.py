@@ -71,7 +71,7 @@ def register(broker: Broker) -> None:
             else:
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = f"Unsupported resource type {res.resource_type}"
-            if res.configuration_keys is not None and result.configs:
+            if res.configuration_keys and result.configs:  # null or empty: every config, as Kafka
                 keys = set(res.configuration_keys)
                 result.configs = [c for c in result.configs if c.name in keys]
             if ctx.api_version >= 1:  # IsDefault is a v0 field; ConfigSource replaced it
