@@ -66,8 +66,15 @@ def tune_malloc() -> None:
 
 
 async def run(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False) -> None:
-    broker = Broker(config, nodes)
-    await broker.start()
+    try:
+        broker = Broker(config, nodes)
+    except OSError as e:
+        raise SystemExit(f"shoal serve: cannot use the log directories: {e}") from None
+    try:
+        await broker.start()
+    except OSError as e:  # e.g. the port is taken: one clear line, not a traceback
+        await broker.close()
+        raise SystemExit(f"shoal serve: cannot start: {e.strerror or e}") from None
     endpoints = ", ".join(f"node {n.node_id} at {n.host}:{n.port}" for n in broker.nodes.values())
     print(f"shoal started: cluster {broker.cluster_id}, {endpoints}, data in "
           f"{','.join(map(str, config.log_dirs))}", flush=True)
