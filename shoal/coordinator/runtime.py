@@ -277,11 +277,16 @@ class GroupCoordinatorRuntime:
                 async with part.lock:
                     if self._partitions.get(partition) is not part:
                         return
-                    await self._apply(part, part.shard.poll(self.clock_ms()))
+                    try:
+                        await self._apply(part, part.shard.poll(self.clock_ms()))
+                    except Exception:
+                        # Keep the loop alive: without it no join/sync/session timer of this
+                        # partition would fire until a request happens to come in, and parked
+                        # JoinGroup/SyncGroup requests would wait for it. The failing timer
+                        # was already popped, so this cannot spin.
+                        log.exception("group coordinator timer of partition %d failed", partition)
         except asyncio.CancelledError:
             pass
-        except Exception:
-            log.exception("group coordinator timer loop of partition %d failed", partition)
 
     async def close(self) -> None:
         """Unload everything (parked requests get NOT_COORDINATOR)."""

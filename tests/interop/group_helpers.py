@@ -349,6 +349,25 @@ def _run_confluent(spec: dict[str, Any], out: _Out) -> None:
     out.emit(ev="closed")
 
 
+def _unstick_kafka_python_join(consumer: Any) -> None:
+    """Work around a kafka-python 3.0.12 client bug seen in these tests.
+
+    When poll()'s timeout ends while its JoinGroup/SyncGroup is in flight, and the
+    join was caused by a metadata-snapshot change (which does not set
+    `rejoin_needed`), the finished join is never read: the member stays
+    REBALANCING with heartbeats off until the broker expires it, and never
+    rejoins. The broker did answer both requests (traced with DEBUG client
+    logs). Asking for a rejoin makes the client start a fresh join.
+    """
+    from kafka.structs import MemberState
+
+    coordinator = getattr(consumer, "_coordinator", None)
+    task = getattr(coordinator, "_join_task", None)
+    if (coordinator is not None and coordinator.state == MemberState.REBALANCING and task is not None
+            and task.is_done and not coordinator.need_rejoin()):
+        coordinator.request_rejoin()
+
+
 def _run_kafka_python(spec: dict[str, Any], out: _Out) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
 
@@ -368,6 +387,7 @@ def _run_kafka_python(spec: dict[str, Any], out: _Out) -> None:
     try:
         while not out.stop:
             polled = consumer.poll(timeout_ms=200, max_records=_batch_size(spec, total))
+            _unstick_kafka_python_join(consumer)
             now = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
             if now != last:
                 out.emit(ev="assignment", parts=now)

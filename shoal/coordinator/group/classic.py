@@ -339,6 +339,14 @@ class ClassicGroupManager:
         for m in group.not_yet_rejoined_members():
             if not m.is_static:
                 self._remove_member(group, m)
+        if group.members and not group.maybe_elect_new_joined_leader():
+            # Only static members that did not rejoin are left: nobody could run the
+            # assignment. As Kafka, wait another rebalance timeout (their sessions
+            # expire meanwhile, or they come back).
+            self._join_kind[gid] = "normal"
+            self.timers.schedule(_join_key(gid), now_ms + group.rebalance_timeout_ms(),
+                                 lambda t: self._on_join_timeout(gid, t))
+            return
         group.init_next_generation(now_ms)
         if group.state == S.EMPTY:
             self.store_group(group, {})

@@ -105,6 +105,24 @@ class ClassicGroup:
     def has_all_members_joined(self) -> bool:
         return len(self.members) == self.awaiting_join_count() and not self.pending_members
 
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: make sure the leader is a member that rejoined.
+
+        A static leader that did not rejoin stays a member, but cannot run the
+        assignment: the first member that did rejoin takes over. False if no
+        member rejoined (or there is no leader).
+        """
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is None:
+            return False
+        if leader.is_awaiting_join:
+            return True
+        for m in self.members.values():
+            if m.is_awaiting_join:
+                self.leader_id = m.member_id
+                return True
+        return False
+
     def not_yet_rejoined_members(self) -> list[ClassicMember]:
         return [m for m in self.members.values() if not m.is_awaiting_join]
 
