@@ -112,7 +112,7 @@ class Member:
     def __init__(self, bootstrap: str, group: str, i: int, conf: dict[str, object]) -> None:
         self.owned: set[tuple[str, int]] = set()
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": f"bench-{i}",
-                                  "enable.auto.commit": False, "log_level": 3, **conf})
+                                  "enable.auto.commit": False, **{"log_level": 3, **conf}})
 
     def warm_up(self) -> None:
         """Connect and fetch metadata first, so the trial times the group protocol, not connection set-up."""
