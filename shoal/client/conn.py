@@ -124,6 +124,10 @@ class BrokerConnection:
         fut = self.send_nowait(request, version=version, expect_response=expect_response)
         if fut is None:
             return None
+        return await self.wait_response(fut, request, timeout_ms=timeout_ms)
+
+    async def wait_response(self, fut: asyncio.Future, request: Any, *, timeout_ms: int | None = None) -> Any:
+        """Wait for the response future `send_nowait` returned, up to request.timeout.ms."""
         timeout = (timeout_ms if timeout_ms is not None else self._config["request.timeout.ms"]) / 1000
         try:
             return await asyncio.wait_for(fut, timeout)

@@ -68,6 +68,7 @@ class AIOProducer:
         self._in_flight_tasks: set[asyncio.Task] = set()
         self._muted: set[TopicPartition] = set()  # max.in.flight == 1 keeps order per partition
         self._closed = False
+        self._node_write_locks: dict[int, asyncio.Lock] = {}
         self._started = False
 
     async def start(self) -> None:
@@ -298,15 +299,19 @@ class AIOProducer:
         req = cls(transactional_id=None, acks=self.acks, timeout_ms=self.config["request.timeout.ms"],
                   topic_data=[cls.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()])
         try:
-            conn = await self.client.conn(node)
-            if self.acks == 0:
-                conn.send_nowait(req, expect_response=False)
+            # Requests to a node must hit the wire in the order their batches were drained,
+            # or a partition's batches could be appended out of order. Waiting for the
+            # connection can suspend, so writes are ordered by a FIFO lock taken before it.
+            async with self._write_order(node):
+                conn = await self.client.conn(node)
+                fut = conn.send_nowait(req, expect_response=self.acks != 0)
+            if fut is None:  # acks=0: no response will come
                 await conn.drain()
                 for b in batches:
                     self._done(b)
                     b.complete(-1, -1)
                 return
-            resp = await conn.send(req)
+            resp = await conn.wait_response(fut, req)
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
             log.debug("produce to node %s failed: %r", node, e)
             for b in batches:
@@ -339,6 +344,12 @@ class AIOProducer:
         for b in index.values():
             self._done(b)
             b.fail(error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"no response for {b.tp}"))
+
+    def _write_order(self, node: int) -> asyncio.Lock:
+        lock = self._node_write_locks.get(node)
+        if lock is None:
+            lock = self._node_write_locks[node] = asyncio.Lock()
+        return lock
 
     def _done(self, b: ProducerBatch) -> None:
         assert self.accumulator is not None

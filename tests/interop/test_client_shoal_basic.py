@@ -432,7 +432,8 @@ def test_sync_send_from_many_threads_with_small_buffer(broker: ShoalProcess, adm
         mds = [f.result(0) for f in futs[t]]
         # One key per thread: one partition, offsets increasing in send order.
         assert {md.partition for md in mds} == {partition_for_key(b"thread-%d" % t, 3)}
-        assert all(a.offset < b.offset for a, b in zip(mds, mds[1:], strict=False))
+        bad = [(i, a.offset, b.offset) for i, (a, b) in enumerate(zip(mds, mds[1:], strict=False)) if a.offset >= b.offset]
+        assert not bad, f"thread {t}: offsets out of send order at {bad[:5]}"
     c = Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest", "max.poll.records": 2000})
     try:
         c.assign([TopicPartition(topic, q) for q in range(3)])
