@@ -283,6 +283,24 @@ def _batch_size(spec: dict[str, Any], total: int) -> int:
     return max(1, min(50, spec["stop_after"] - total))
 
 
+def _note_assignment(out: _Out, assignment: Any, last: list[list[Any]] | None) -> list[list[Any]]:
+    """Report the member's assignment when it changed; return it."""
+    now = sorted([tp.topic, tp.partition] for tp in assignment)
+    if now != last:
+        out.emit(ev="assignment", parts=now)
+    return now
+
+
+def _note_records(out: _Out, polled: dict[Any, list[Any]]) -> dict[Any, int]:
+    """Report polled records (kafka-python / aiokafka shape); return the offsets to commit."""
+    batch = {}
+    for tp, recs in polled.items():
+        for r in recs:
+            out.emit(ev="rec", t=r.topic, p=r.partition, o=r.offset)
+            batch[tp] = r.offset + 1
+    return batch
+
+
 def _run_confluent(spec: dict[str, Any], out: _Out) -> None:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -309,10 +327,7 @@ def _run_confluent(spec: dict[str, Any], out: _Out) -> None:
     try:
         while not out.stop:
             msgs = consumer.consume(_batch_size(spec, total), 0.2)
-            now = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
-            if now != last:
-                out.emit(ev="assignment", parts=now)
-                last = now
+            last = _note_assignment(out, consumer.assignment(), last)
             batch: dict[tuple[str, int], int] = {}
             for m in msgs:
                 if m.error():
@@ -388,16 +403,9 @@ def _run_kafka_python(spec: dict[str, Any], out: _Out) -> None:
         while not out.stop:
             polled = consumer.poll(timeout_ms=200, max_records=_batch_size(spec, total))
             _unstick_kafka_python_join(consumer)
-            now = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
-            if now != last:
-                out.emit(ev="assignment", parts=now)
-                last = now
-            batch = {}
-            for tp, recs in polled.items():
-                for r in recs:
-                    out.emit(ev="rec", t=r.topic, p=r.partition, o=r.offset)
-                    batch[tp] = r.offset + 1
-                    total += 1
+            last = _note_assignment(out, consumer.assignment(), last)
+            batch = _note_records(out, polled)
+            total += sum(len(recs) for recs in polled.values())
             if batch and spec["commit"]:
                 try:
                     consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in batch.items()})
@@ -439,16 +447,9 @@ def _run_aiokafka(spec: dict[str, Any], out: _Out) -> None:
         try:
             while not out.stop:
                 polled = await consumer.getmany(timeout_ms=200, max_records=_batch_size(spec, total))
-                now = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
-                if now != last:
-                    out.emit(ev="assignment", parts=now)
-                    last = now
-                batch = {}
-                for tp, recs in polled.items():
-                    for r in recs:
-                        out.emit(ev="rec", t=r.topic, p=r.partition, o=r.offset)
-                        batch[tp] = r.offset + 1
-                        total += 1
+                last = _note_assignment(out, consumer.assignment(), last)
+                batch = _note_records(out, polled)
+                total += sum(len(recs) for recs in polled.values())
                 if batch and spec["commit"]:
                     try:
                         await consumer.commit(batch)
