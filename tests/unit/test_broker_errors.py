@@ -72,6 +72,9 @@ def test_produce_errors(tmp_path):
             assert (await _produce_one(c, "t", 0, batch(1, 5000))).error_code == ErrorCode.MESSAGE_TOO_LARGE
             assert (await _produce_one(c, "nope", 0, batch(1))).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             assert (await _produce_one(c, "t", 7, batch(1))).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            # Kafka takes exactly one v2 batch per partition in a produce request
+            two = await _produce_one(c, "t", 0, batch(1) + batch(1))
+            assert two.error_code == ErrorCode.INVALID_RECORD
             resp = await c.call(0, 9, produce_req("t", 0, batch(1), acks=2))
             assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
             # nothing of the refused batches was appended

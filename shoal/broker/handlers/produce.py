@@ -58,6 +58,8 @@ def register(broker: Broker) -> None:
             if records is None:
                 raise InvalidRecordError("produce request carries null records")
             headers = validate_batches(records, plog.config.max_message_bytes)
+            if len(headers) > 1:  # Kafka's LogValidator: one v2 batch per partition per request
+                raise InvalidRecordError("Compressed outer record has more than one batch")
             # The request frame is ours and writable: offsets are assigned in place, no copy.
             buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
             if "compact" in plog.config.cleanup_policy:
