@@ -288,3 +288,26 @@ def test_api_versions_unsupported_version_answers_v0(tmp_path):
             advertised = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
             assert advertised[0] == (3, 11) and advertised[1] == (4, 17) and advertised[3] == (0, 12)
     run(main())
+
+
+def test_fetch_and_produce_at_every_version(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as b:
+            c = await RawClient.connect(port(b))
+            await c.call(19, 5, create_req("t"))
+            topic_id = b.metadata.topics["t"].topic_id
+            for v in range(3, 12):
+                r = await c.call(0, v, produce_req("t", 0, batch(2)))
+                assert r.responses[0].partition_responses[0].error_code == 0, v
+            for v in range(4, 18):
+                req = fetch_req("t", 0, 0)
+                req.topics[0].topic_id = topic_id  # v13+ name topics by id
+                r = await c.call(1, v, req)
+                part = r.responses[0].partitions[0]
+                assert part.error_code == 0, v
+                assert [x.offset for _, x in iter_all_records(bytes(part.records))] == list(range(18)), v
+                if v >= 13:
+                    assert r.responses[0].topic_id == topic_id
+                else:
+                    assert r.responses[0].topic == "t"
+    run(main())

@@ -72,7 +72,7 @@ def register(broker: Broker) -> None:
         return PartitionData(partition_index=p, error_code=ErrorCode.NONE, high_watermark=hw,
                              last_stable_offset=hw, log_start_offset=plog.log_start_offset,
                              aborted_transactions=[] if ctx.api_version >= 4 else None,
-                             preferred_read_replica=-1 if ctx.api_version >= 11 else 0,
+                             preferred_read_replica=-1,
                              records=records), plog
 
     def read_all(ctx: RequestContext, req, names: list[str | None]) -> tuple[list[TopicResponse], int, bool]:
