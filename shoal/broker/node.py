@@ -19,7 +19,9 @@ from shoal.protocol.errors import DecodeError
 from shoal.protocol.framing import (
     decode_request_header,
     encode_response,
+    finish_frame,
     response_header_version,
+    start_response,
 )
 
 if TYPE_CHECKING:
@@ -29,9 +31,6 @@ log = logging.getLogger(__name__)
 
 _KEY_VERSION = struct.Struct(">hh")
 _CORRELATION = struct.Struct(">i")
-_SIZE = _CORRELATION
-_SIZE_CORRELATION = struct.Struct(">ii")
-_SIZE_CORRELATION_TAGS = struct.Struct(">iiB")
 
 
 @dataclass
@@ -106,11 +105,7 @@ class BrokerNode:
         response: Any = await api.handler(ctx, request)
         if response is None:  # acks=0 produce: no response at all
             return None
-        # Size, header, then the body encoded straight after them: one copy of any records.
-        if response_header_version(api_key, api_version) == 0:
-            out = bytearray(_SIZE_CORRELATION.pack(0, correlation_id))
-        else:
-            out = bytearray(_SIZE_CORRELATION_TAGS.pack(0, correlation_id, 0))
+        # The body is encoded straight after the header: one copy of any records.
+        out = start_response(correlation_id, response_header_version(api_key, api_version))
         response.encode_into(out, api_version)
-        _SIZE.pack_into(out, 0, len(out) - 4)
-        return out
+        return finish_frame(out)

@@ -97,12 +97,26 @@ def encode_request(
 
 def encode_response(correlation_id: int, header_version: int, body: bytes | bytearray | memoryview) -> bytes:
     """A complete response frame: size prefix, response header, body."""
+    out = start_response(correlation_id, header_version)
+    out += body
+    return bytes(finish_frame(out))
+
+
+def start_response(correlation_id: int, header_version: int) -> bytearray:
+    """A size placeholder and the response header; append the body (e.g. with
+    ``encode_into``, so records are copied once), then call ``finish_frame``."""
     if header_version == 0:
-        return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body
+        return bytearray(_SIZE_CORR.pack(0, correlation_id))
     if header_version == 1:
         # v1 = correlation id + empty tagged-fields section
-        return _SIZE_CORR_TAGS.pack(len(body) + 5, correlation_id, 0) + body
+        return bytearray(_SIZE_CORR_TAGS.pack(0, correlation_id, 0))
     raise ValueError(f"unknown response header version {header_version}")
+
+
+def finish_frame(out: bytearray) -> bytearray:
+    """Write the size prefix of a frame built from ``start_response``."""
+    _I32.pack_into(out, 0, len(out) - 4)
+    return out
 
 
 def decode_response_header(buf: bytes | bytearray | memoryview, header_version: int) -> tuple[int, int]:

@@ -22,7 +22,6 @@ from shoal.protocol.record_batch import (
     RecordTooLargeError,
     UnsupportedMessageFormatError,
     iter_all_records,
-    parse_header,
     validate_batches,
 )
 
@@ -60,8 +59,8 @@ def register(broker: Broker) -> None:
             headers = validate_batches(records, plog.config.max_message_bytes)
             if len(headers) > 1:  # Kafka's LogValidator: one v2 batch per partition per request
                 raise InvalidRecordError("Compressed outer record has more than one batch")
-            # The request frame is ours and writable: offsets are assigned in place, no copy.
-            buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
+            # The request frame is ours and writable: the log assigns offsets in place, no copy.
+            buf = records
             if "compact" in plog.config.cleanup_policy:
                 for _, rec in iter_all_records(buf):
                     if rec.key is None:
@@ -91,7 +90,7 @@ def register(broker: Broker) -> None:
         if state is not None:
             for h in headers:
                 if h.producer_id >= 0:
-                    state.update(h, parse_header(buf, h.position).base_offset)
+                    state.update(h, h.base_offset)  # append() set it
         broker.notify_append(topic, index)
         return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
                                  log_append_time_ms=result.log_append_time,
