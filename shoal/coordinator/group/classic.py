@@ -289,10 +289,15 @@ class ClassicGroupManager:
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
             self._schedule_initial_join(gid, now_ms, delay, remaining)
         else:
-            self._join_kind[gid] = "normal"
-            self.timers.schedule(_join_key(gid), now_ms + group.rebalance_timeout_ms(),
-                                 lambda t: self._on_join_timeout(gid, t))
+            self._schedule_join_timeout(group, now_ms)
         group.transition_to(S.PREPARING_REBALANCE, now_ms)
+
+    def _schedule_join_timeout(self, group: ClassicGroup, now_ms: int) -> None:
+        """The join phase ends at the rebalance timeout (or earlier, once all members rejoined)."""
+        gid = group.group_id
+        self._join_kind[gid] = "normal"
+        self.timers.schedule(_join_key(gid), now_ms + group.rebalance_timeout_ms(),
+                             lambda t: self._on_join_timeout(gid, t))
 
     def _schedule_initial_join(self, gid: str, now_ms: int, delay: int, remaining: int) -> None:
         self._join_kind[gid] = "initial"
@@ -343,9 +348,7 @@ class ClassicGroupManager:
             # Only static members that did not rejoin are left: nobody could run the
             # assignment. As Kafka, wait another rebalance timeout (their sessions
             # expire meanwhile, or they come back).
-            self._join_kind[gid] = "normal"
-            self.timers.schedule(_join_key(gid), now_ms + group.rebalance_timeout_ms(),
-                                 lambda t: self._on_join_timeout(gid, t))
+            self._schedule_join_timeout(group, now_ms)
             return
         group.init_next_generation(now_ms)
         if group.state == S.EMPTY:
