@@ -19,7 +19,7 @@ from pathlib import Path
 
 from shoal.coordinator.group.config import GroupConfig
 from shoal.coordinator.group.records import OffsetAndMetadata, offset_commit_key, offset_commit_value
-from shoal.coordinator.runtime import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupCoordinatorRuntime
+from shoal.coordinator.group.runtime import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupCoordinatorRuntime
 from shoal.protocol.record_batch import build_batch
 from shoal.storage.config import LogConfig
 from shoal.storage.manager import LogManager

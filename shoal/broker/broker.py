@@ -14,17 +14,24 @@ import base64
 import logging
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shoal.broker import handlers
 from shoal.broker.apis import ApiRegistry
 from shoal.broker.clock import now_ms
 from shoal.broker.config import BrokerConfig
-from shoal.broker.metadata import OFFSETS_TOPIC, ClusterMetadata, TopicInfo
+from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
+from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, ClusterMetadata, TopicInfo
 from shoal.broker.node import BrokerNode
 from shoal.broker.producer_ids import ProducerIdManager
-from shoal.broker.producer_state import ProducerStateTable
 from shoal.broker.topic_configs import log_config_defaults, topic_log_config
+from shoal.coordinator.txn.responses import for_version
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.record_batch import BatchHeader
 from shoal.storage import LogManager, PartitionLog
+
+if TYPE_CHECKING:
+    from shoal.broker.node import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +67,6 @@ class Broker:
         self.logs = LogManager(self.log_dirs, self.log_defaults,
                                compaction_backoff_ms=config.get_int("log.cleaner.backoff.ms"))
         self.producer_ids = ProducerIdManager(self.log_dirs[0] / "producer_ids")
-        # (topic, partition) -> idempotent producers' recent sequences
-        self.producer_states: dict[tuple[str, int], ProducerStateTable] = {}
         self.nodes: dict[int, BrokerNode] = {}
         listener = config.listeners[0]
         advertised = config.advertised_listeners[0]
@@ -71,7 +76,9 @@ class Broker:
         # (topic, partition) -> futures of fetches waiting for data
         self.fetch_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         self.apis = ApiRegistry()
-        self.coordinators = handlers.register_all(self)
+        self.coordinators = GroupCoordinators(self)
+        self.txn_coordinators = TxnCoordinators(self)
+        handlers.register_all(self)
         self._housekeeping: asyncio.Task[None] | None = None
 
     def _cluster_id(self) -> str:
@@ -95,6 +102,7 @@ class Broker:
             await node.start()
         self.metadata.set_live(self.node_ids)
         await self.coordinators.on_leadership_changed()
+        await self.txn_coordinators.on_leadership_changed()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
 
     async def stop_node(self, node_id: int) -> None:
@@ -103,17 +111,20 @@ class Broker:
         await node.stop()
         self.metadata.set_live(n for n, nd in self.nodes.items() if nd.running)
         await self.coordinators.on_leadership_changed()
+        await self.txn_coordinators.on_leadership_changed()
 
     async def start_node(self, node_id: int) -> None:
         await self.nodes[node_id].start()
         self.metadata.set_live(n for n, nd in self.nodes.items() if nd.running)
         await self.coordinators.on_leadership_changed()
+        await self.txn_coordinators.on_leadership_changed()
 
     async def close(self) -> None:
         if self._housekeeping is not None:
             self._housekeeping.cancel()
         for node in self.nodes.values():
             await node.stop()
+        await self.txn_coordinators.close()
         await self.coordinators.close()
         self.logs.close()
 
@@ -160,8 +171,6 @@ class Broker:
     async def delete_topic(self, name: str) -> None:
         self.metadata.delete_topic(name)
         self.logs.delete_topic(name)
-        for key in [k for k in self.producer_states if k[0] == name]:
-            del self.producer_states[key]
         for key in [k for k in self.fetch_waiters if k[0] == name]:
             for fut in self.fetch_waiters.pop(key):
                 if not fut.done():
@@ -182,6 +191,34 @@ class Broker:
                 {"cleanup.policy": "compact", "compression.type": "producer",
                  "segment.bytes": self.config.get("offsets.topic.segment.bytes")})
         return info
+
+    def ensure_transaction_topic(self) -> TopicInfo:
+        info = self.metadata.topics.get(TRANSACTION_TOPIC)
+        if info is None:
+            # Replication capped at the node count: RF 3 on one node would leave the topic unusable.
+            rf = min(self.config.get_int("transaction.state.log.replication.factor"), len(self.node_ids))
+            info = self.create_topic(
+                TRANSACTION_TOPIC, self.config.get_int("transaction.state.log.num.partitions"), rf,
+                {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                 "segment.bytes": self.config.get("transaction.state.log.segment.bytes")})
+        return info
+
+    def verify_transactional_write(self, ctx: RequestContext, transactional_id: str | None, h: BatchHeader,
+                                   topic: str, partition: int, plog: PartitionLog) -> ErrorCode:
+        """KIP-890 part 1: the first transactional batch of a producer in a partition must belong to
+        its open transaction, so a late batch cannot start a transaction nobody will end."""
+        entry = plog.producer_state.producers.get(h.producer_id)
+        if transactional_id is None or (entry is not None and entry.current_txn_first_offset >= 0
+                                        and entry.epoch == h.producer_epoch):
+            return ErrorCode.NONE
+        code = self.txn_coordinators.verify(transactional_id, h.producer_id, h.producer_epoch, topic, partition)
+        if code == ErrorCode.NONE:
+            return code
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
+            return for_version(0, ctx.api_version, ErrorCode.TRANSACTION_ABORTABLE)
+        return ErrorCode.NOT_ENOUGH_REPLICAS  # coordinator busy or moving: retriable for every client
 
     # -- fetch wake-ups ----------------------------------------------------
     def notify_append(self, topic: str, partition: int) -> None:

@@ -56,6 +56,14 @@ DEFAULTS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "3000",
     "group.max.size": "2147483647",
     "cluster.id": "",
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    "producer.id.expiration.ms": "86400000",
 }
 
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
@@ -184,7 +192,8 @@ class BrokerConfig:
     def _validate(self) -> None:
         self.listeners  # noqa: B018 - parse to validate
         for key in ("num.partitions", "message.max.bytes", "socket.request.max.bytes",
-                    "offsets.topic.num.partitions", "log.segment.bytes"):
+                    "offsets.topic.num.partitions", "log.segment.bytes", "transaction.state.log.num.partitions",
+                    "transaction.max.timeout.ms"):
             if self.get_int(key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {self.get(key)}")
         self.get_bool("auto.create.topics.enable")

@@ -55,7 +55,8 @@ def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
 
 
 def log_config_defaults(config: BrokerConfig) -> LogConfig:
-    return LogConfig.from_topic_configs(broker_topic_defaults(config), LogConfig())
+    base = LogConfig(producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"))
+    return LogConfig.from_topic_configs(broker_topic_defaults(config), base)
 
 
 def topic_log_config(configs: dict[str, str], defaults: LogConfig) -> LogConfig:

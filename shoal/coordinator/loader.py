@@ -9,6 +9,7 @@ that reads only the key and value (no headers, no Record objects).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from shoal.protocol import record_batch as rb
 
@@ -88,6 +89,55 @@ def iter_log_chunks(log, start: int, end: int) -> Iterator[tuple[bytes | memoryv
             return
         yield buf, last.base_offset + last.last_offset_delta + 1
         offset = last.base_offset + last.last_offset_delta + 1
+
+
+@dataclass
+class LoadedOffsets:
+    """`__consumer_offsets` read back: the last committed value per key, and the records of
+    transactions still open (per producer id) that a marker has not yet decided."""
+
+    latest: dict[bytes, bytes | None]
+    pending: dict[int, dict[bytes, bytes | None]]
+
+
+def load_offsets_log(log) -> LoadedOffsets:
+    """Transaction-aware replay of an offsets partition, in log order.
+
+    Transactional records wait per producer until its marker: COMMIT makes
+    them the latest values, ABORT drops them. A plain record written after a
+    pending one for the same key supersedes it (it is later in the log, and
+    Kafka keeps the record with the higher offset).
+    """
+    latest: dict[bytes, bytes | None] = {}
+    pending: dict[int, dict[bytes, bytes | None]] = {}
+    for buf, _next in iter_log_chunks(log, log.log_start_offset, log.log_end_offset):
+        for h in rb.iter_batches(buf):
+            if h.attributes & rb.CONTROL_MASK:
+                recs = pending.pop(h.producer_id, None)
+                if recs is not None and _is_commit(buf, h):
+                    latest.update(recs)
+                continue
+            payload = rb.records_payload(buf, h)
+            if h.attributes & rb.TRANSACTIONAL_MASK:
+                collect_latest(payload, h.records_count, pending.setdefault(h.producer_id, {}))
+            elif pending:
+                fresh: dict[bytes, bytes | None] = {}
+                collect_latest(payload, h.records_count, fresh)
+                for recs in pending.values():
+                    for key in fresh:
+                        recs.pop(key, None)
+                latest.update(fresh)
+            else:
+                collect_latest(payload, h.records_count, latest)
+    return LoadedOffsets(latest, pending)
+
+
+def _is_commit(buf, h: rb.BatchHeader) -> bool:
+    batch = memoryview(buf)[h.position:h.position + h.size]
+    try:
+        return rb.control_type(bytes(batch)) == rb.CONTROL_COMMIT
+    except rb.RecordBatchError:
+        return False
 
 
 def latest_records(log) -> dict[bytes, bytes | None]:

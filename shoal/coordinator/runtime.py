@@ -1,15 +1,23 @@
-"""GroupCoordinatorRuntime: drives GroupCoordinatorShards over asyncio (the IO edge).
+"""CoordinatorRuntime: drives sans-IO coordinator shards over asyncio (the IO edge).
 
-One shard per owned `__consumer_offsets` partition. Events of a partition
-are serialised by its lock; a shard's records are appended to the partition
-log as one batch before any response of that step is released; a timer task
-per partition calls `shard.poll` at `shard.next_deadline()`.
+One shard per owned partition of the coordinator's internal topic
+(`__consumer_offsets` for groups, `__transaction_state` for transactions).
+Events of a partition are serialised by its lock; a shard's records are
+appended to the partition log (as one batch per producer run) before any
+response of that step is released; a timer task per partition calls
+`shard.poll` at `shard.next_deadline()`. Loading a partition is replaying
+its log into a fresh shard.
+
+A shard provides: `handle(ctx, request, now_ms)`, `poll(now_ms)`,
+`next_deadline()`, `replay_loaded(loaded)` (a generator that yields now and
+then so long loads do not stall the loop), `on_loaded(now_ms)` and `unload()`;
+each step returns a `CoordinatorResult`. Subclasses route requests to
+partitions and act on a result's side effects (`after_apply`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import itertools
 import logging
 import time
@@ -17,35 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shoal.coordinator.group.config import GroupConfig
-from shoal.coordinator.group.partitioning import group_partition
-from shoal.coordinator.group.responses import (
-    DELETE_GROUPS,
-    DESCRIBE_GROUPS,
-    GROUP_API_KEYS,
-    LIST_GROUPS,
-    OFFSET_FETCH,
-    error_response,
-    offset_fetch_group_error,
-)
-from shoal.coordinator.group.shard import CoordinatorResult, GroupCoordinatorShard, RequestContext
-from shoal.coordinator.loader import latest_records
+from shoal.coordinator.result import CoordinatorResult, RequestContext
 from shoal.protocol.errors import ErrorCode
-from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
-from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
-from shoal.protocol.generated.list_groups_response import ListGroupsResponse
-from shoal.protocol.generated.offset_fetch_response import OffsetFetchResponse
 from shoal.protocol.record_batch import build_batch
 from shoal.storage.config import LogConfig
+from shoal.storage.producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-# Kafka's offsets.topic.segment.bytes default; the topic is compacted.
-OFFSETS_LOG_CONFIG = LogConfig(cleanup_policy="compact", segment_bytes=104_857_600)
 
-
-def _wall_clock_ms() -> int:
+def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
@@ -58,8 +47,10 @@ class _Pending:
 
 
 @dataclass
-class _Partition:
-    shard: GroupCoordinatorShard
+class Partition:
+    """One owned partition: its shard, its log and the lock that serialises its events."""
+
+    shard: Any
     log: Any
     loading: bool = True
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -67,39 +58,50 @@ class _Partition:
     timer_task: asyncio.Task | None = None
 
 
-class GroupCoordinatorRuntime:
-    """The group coordinator of one broker node: routing, persistence, timers."""
+class CoordinatorRuntime:
+    """The coordinator of one kind on one broker node: partitions, persistence, timers."""
 
-    def __init__(self, node_id: int, log_manager: Any, config: GroupConfig | None = None, *,
-                 clock_ms: Callable[[], int] = _wall_clock_ms, log_config: LogConfig = OFFSETS_LOG_CONFIG,
-                 member_id_suffix: Callable[[], str] | None = None) -> None:
+    topic = ""
+    name = "coordinator"
+
+    def __init__(self, node_id: int, log_manager: Any, *, log_config: LogConfig,
+                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
-        self.config = config or GroupConfig()
-        self.clock_ms = clock_ms
         self.log_config = log_config
-        self._member_id_suffix = member_id_suffix
-        self._partitions: dict[int, _Partition] = {}
+        self.clock_ms = clock_ms
+        self._partitions: dict[int, Partition] = {}
         self._pending: dict[int, _Pending] = {}
         self._tokens = itertools.count(1)
         self._closed = False
 
-    @property
-    def num_partitions(self) -> int:
-        return self.config.offsets_topic_num_partitions
+    # ---------------------------------------------------------------- for subclasses
+    def new_shard(self, partition: int, plog: Any) -> Any:
+        raise NotImplementedError
 
-    def partition_for(self, group_id: str) -> int:
-        return group_partition(group_id, self.num_partitions)
+    def read_log(self, plog: Any) -> Any:
+        """Runs in a worker thread: what `shard.replay_loaded` takes."""
+        raise NotImplementedError
 
+    def error_response(self, api_key: int, api_version: int, request: Any, error: ErrorCode) -> Any:
+        raise NotImplementedError
+
+    def after_apply(self, partition: int, part: Partition, result: CoordinatorResult) -> None:
+        """Side effects of a result, once its records are durable (transaction markers)."""
+
+    # ---------------------------------------------------------------- partitions
     def owned_partitions(self) -> set[int]:
         """Partitions this node coordinates (loaded or loading)."""
         return set(self._partitions)
 
-    def shard(self, partition: int) -> GroupCoordinatorShard | None:
+    def shard(self, partition: int) -> Any:
         part = self._partitions.get(partition)
         return None if part is None else part.shard
 
-    def _status(self, partition: int) -> ErrorCode:
+    def partition_state(self, partition: int) -> Partition | None:
+        return self._partitions.get(partition)
+
+    def status(self, partition: int) -> ErrorCode:
         part = self._partitions.get(partition)
         if part is None:
             return ErrorCode.NOT_COORDINATOR
@@ -107,31 +109,26 @@ class GroupCoordinatorRuntime:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 
-    # ================================================================ load / unload
     async def load_partition(self, partition: int) -> None:
         """Become coordinator of `partition`: replay its log into a fresh shard."""
         if partition in self._partitions:
             return
-        plog = self.log_manager.get_or_create(OFFSETS_TOPIC, partition, self.log_config)
-        shard = GroupCoordinatorShard(partition, self.config, member_id_suffix=self._member_id_suffix)
-        part = _Partition(shard=shard, log=plog)
+        plog = self.log_manager.get_or_create(self.topic, partition, self.log_config)
+        part = Partition(shard=self.new_shard(partition, plog), log=plog)
         self._partitions[partition] = part
         async with part.lock:
             # Off the event loop: other partitions keep being served while this one loads.
-            latest = await asyncio.to_thread(latest_records, plog)
-            replay = shard.replay
-            for i, (key, value) in enumerate(latest.items()):
-                replay(key, value)
-                if i % 50_000 == 49_999:
-                    await asyncio.sleep(0)
+            loaded = await asyncio.to_thread(self.read_log, plog)
+            for _ in part.shard.replay_loaded(loaded):
+                await asyncio.sleep(0)
             if self._partitions.get(partition) is not part:
                 return  # unloaded while loading
             part.loading = False
-            await self._apply(part, shard.on_loaded(self.clock_ms()))
+            await self._apply(partition, part, part.shard.on_loaded(self.clock_ms()))
         part.timer_task = asyncio.get_running_loop().create_task(self._timer_loop(partition, part))
 
     def unload_partition(self, partition: int) -> None:
-        """Stop coordinating `partition`: groups Dead, parked requests get NOT_COORDINATOR."""
+        """Stop coordinating `partition`: parked requests are answered (NOT_COORDINATOR)."""
         part = self._partitions.pop(partition, None)
         if part is None:
             return
@@ -139,25 +136,22 @@ class GroupCoordinatorRuntime:
             part.timer_task.cancel()
         self._resolve(part.shard.unload())
 
-    # ================================================================ requests
-    async def handle(self, api_key: int, api_version: int, request: Any, *, client_id: str = "",
-                     client_host: str = "") -> Any:
-        """Answer one group-coordinator request (may wait for a rebalance)."""
-        if api_key not in GROUP_API_KEYS:
-            raise ValueError(f"api key {api_key} is not a group coordinator API")
-        if api_key == LIST_GROUPS:
-            return await self._list_groups(api_version, request, client_id, client_host)
-        multi = self._multi_group_ids(api_key, api_version, request)
-        if multi is not None:
-            return await self._handle_multi(api_key, api_version, request, multi, client_id, client_host)
-        partition = self.partition_for(request.group_id)
-        return await self._run(partition, api_key, api_version, request, client_id, client_host)
+    async def _reload(self, partition: int, part: Partition) -> None:
+        """After a failed append the shard may be ahead of its log: rebuild it from the log."""
+        if self._partitions.get(partition) is part:
+            self.unload_partition(partition)
+            try:
+                await self.load_partition(partition)
+            except Exception:
+                log.exception("%s: reloading %s-%d failed", self.name, self.topic, partition)
 
-    async def _run(self, partition: int, api_key: int, api_version: int, request: Any,
-                   client_id: str, client_host: str) -> Any:
-        status = self._status(partition)
+    # ---------------------------------------------------------------- requests and events
+    async def run(self, partition: int, api_key: int, api_version: int, request: Any,
+                  client_id: str = "", client_host: str = "") -> Any:
+        """Hand one request to the shard of `partition`; await its (possibly delayed) response."""
+        status = self.status(partition)
         if status != ErrorCode.NONE:
-            return error_response(api_key, api_version, request, status)
+            return self.error_response(api_key, api_version, request, status)
         part = self._partitions[partition]
         token = next(self._tokens)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -165,32 +159,57 @@ class GroupCoordinatorRuntime:
         async with part.lock:
             if self._partitions.get(partition) is not part:
                 self._pending.pop(token, None)
-                return error_response(api_key, api_version, request, ErrorCode.NOT_COORDINATOR)
+                return self.error_response(api_key, api_version, request, ErrorCode.NOT_COORDINATOR)
             ctx = RequestContext(token, api_key, api_version, client_id, client_host)
             result = part.shard.handle(ctx, request, self.clock_ms())
-            await self._apply(part, result)
+            await self._apply(partition, part, result)
             part.wake.set()
         try:
             return await fut
         finally:
             self._pending.pop(token, None)
 
-    async def _apply(self, part: _Partition, result: CoordinatorResult) -> None:
-        """Append the records, then release the responses."""
-        if result.records:
+    async def run_event(self, partition: int, event: Callable[[Any, int], CoordinatorResult],
+                        part: Partition | None = None) -> bool:
+        """Apply `event(shard, now_ms)` under the partition's lock; False if the partition is not
+        (or, when `part` is given, no longer that instance) loaded here."""
+        current = self._partitions.get(partition)
+        if current is None or current.loading or (part is not None and current is not part):
+            return False
+        async with current.lock:
+            if self._partitions.get(partition) is not current:
+                return False
+            await self._apply(partition, current, event(current.shard, self.clock_ms()))
+            current.wake.set()
+        return True
+
+    async def _apply(self, partition: int, part: Partition, result: CoordinatorResult) -> None:
+        """Append the records, then release the responses, then act on side effects."""
+        if result.batches:
             now = self.clock_ms()
             try:
-                batch = bytearray(build_batch([(now, k, v, []) for k, v in result.records]))
-                part.log.append(batch, now)
-            except Exception:
-                log.exception("failed to append group coordinator records to %s", part.log)
+                for b in result.batches:
+                    batch = bytearray(build_batch(
+                        [(now, k, v, []) for k, v in b.records], producer_id=b.producer_id,
+                        producer_epoch=b.producer_epoch, base_sequence=-1,
+                        is_transactional=b.producer_id >= 0))
+                    part.log.append(batch, now, origin=AppendOrigin.COORDINATOR)
+            except Exception as e:
+                code = getattr(e, "error_code", None)
+                if code is None:
+                    log.exception("%s: failed to append records to %s", self.name, part.log)
+                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 for token, _ in result.responses:
                     p = self._pending.get(token)
                     if p is not None and not p.future.done():
-                        p.future.set_result(error_response(p.api_key, p.api_version, p.request,
-                                                           ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                        p.future.set_result(self.error_response(p.api_key, p.api_version, p.request,
+                                                                ErrorCode(code)))
+                # The shard applied what it emitted; the log says otherwise: the log wins.
+                asyncio.get_running_loop().create_task(self._reload(partition, part))
                 return
         self._resolve(result)
+        if result.markers:
+            self.after_apply(partition, part, result)
 
     def _resolve(self, result: CoordinatorResult) -> None:
         for token, response in result.responses:
@@ -198,73 +217,8 @@ class GroupCoordinatorRuntime:
             if p is not None and not p.future.done():
                 p.future.set_result(response)
 
-    # ================================================================ multi-group APIs
-    @staticmethod
-    def _multi_group_ids(api_key: int, api_version: int, request: Any) -> list[str] | None:
-        if api_key == DESCRIBE_GROUPS:
-            return list(request.groups)
-        if api_key == DELETE_GROUPS:
-            return list(request.groups_names)
-        if api_key == OFFSET_FETCH and api_version >= 8:
-            return [g.group_id for g in request.groups]
-        return None
-
-    async def _handle_multi(self, api_key: int, api_version: int, request: Any, group_ids: list[str],
-                            client_id: str, client_host: str) -> Any:
-        by_partition: dict[int, list[int]] = {}
-        for i, gid in enumerate(group_ids):
-            by_partition.setdefault(self.partition_for(gid), []).append(i)
-        entries: dict[int, Any] = {}
-
-        async def one(partition: int, idxs: list[int]) -> None:
-            sub = copy.copy(request)
-            if api_key == DESCRIBE_GROUPS:
-                sub.groups = [request.groups[i] for i in idxs]
-            elif api_key == DELETE_GROUPS:
-                sub.groups_names = [request.groups_names[i] for i in idxs]
-            else:
-                sub.groups = [request.groups[i] for i in idxs]
-            resp = await self._run(partition, api_key, api_version, sub, client_id, client_host)
-            items = resp.groups if api_key in (DESCRIBE_GROUPS, OFFSET_FETCH) else resp.results
-            for i, item in zip(idxs, items, strict=True):
-                entries[i] = item
-
-        await asyncio.gather(*(one(p, idxs) for p, idxs in by_partition.items()))
-        ordered = [entries[i] for i in range(len(group_ids))]
-        if api_key == DESCRIBE_GROUPS:
-            return DescribeGroupsResponse(groups=ordered)
-        if api_key == DELETE_GROUPS:
-            return DeleteGroupsResponse(results=ordered)
-        return OffsetFetchResponse(groups=ordered)
-
-    async def _list_groups(self, api_version: int, request: Any, client_id: str, client_host: str) -> Any:
-        groups: list[Any] = []
-        error = ErrorCode.NONE
-        for partition in sorted(self._partitions):
-            part = self._partitions.get(partition)
-            if part is None:
-                continue
-            if part.loading:
-                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-                continue
-            resp = await self._run(partition, LIST_GROUPS, api_version, request, client_id, client_host)
-            if resp.error_code:
-                error = ErrorCode(resp.error_code)
-            groups.extend(resp.groups)
-        return ListGroupsResponse(error_code=int(error), groups=groups)
-
-    # ================================================================ topics, timers, close
-    async def on_topics_deleted(self, topics: list[str] | set[str]) -> None:
-        """Delete committed offsets of deleted topics in every owned partition."""
-        for partition, part in list(self._partitions.items()):
-            if part.loading:
-                continue
-            async with part.lock:
-                if self._partitions.get(partition) is not part:
-                    continue
-                await self._apply(part, part.shard.delete_offsets_for_topics(set(topics), self.clock_ms()))
-
-    async def _timer_loop(self, partition: int, part: _Partition) -> None:
+    # ---------------------------------------------------------------- timers, close
+    async def _timer_loop(self, partition: int, part: Partition) -> None:
         try:
             while self._partitions.get(partition) is part:
                 deadline = part.shard.next_deadline()
@@ -273,18 +227,21 @@ class GroupCoordinatorRuntime:
                     await asyncio.wait_for(part.wake.wait(), timeout)
                 except TimeoutError:
                     pass
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # wait_for (3.11) swallows a cancel that races the event: honour it here.
+                    return
                 part.wake.clear()
                 async with part.lock:
                     if self._partitions.get(partition) is not part:
                         return
                     try:
-                        await self._apply(part, part.shard.poll(self.clock_ms()))
+                        await self._apply(partition, part, part.shard.poll(self.clock_ms()))
                     except Exception:
-                        # Keep the loop alive: without it no join/sync/session timer of this
-                        # partition would fire until a request happens to come in, and parked
-                        # JoinGroup/SyncGroup requests would wait for it. The failing timer
-                        # was already popped, so this cannot spin.
-                        log.exception("group coordinator timer of partition %d failed", partition)
+                        # Keep the loop alive: without it no timer of this partition would fire
+                        # until a request happens to come in. The failing timer was already
+                        # popped, so this cannot spin.
+                        log.exception("%s: timer of partition %d failed", self.name, partition)
         except asyncio.CancelledError:
             pass
 
@@ -299,6 +256,3 @@ class GroupCoordinatorRuntime:
                 await t
             except asyncio.CancelledError:
                 pass
-
-
-__all__ = ["GroupCoordinatorRuntime", "OFFSETS_TOPIC", "offset_fetch_group_error"]

@@ -525,14 +525,19 @@ def parse_control_record(key: Buffer, value: Buffer | None) -> ControlRecord:
     return ControlRecord(ctype, version, epoch)
 
 
-def control_type(batch: Buffer, header: BatchHeader | None = None) -> int:
-    """The marker type (CONTROL_ABORT / CONTROL_COMMIT) of a control batch."""
+def control_record(batch: Buffer, header: BatchHeader | None = None) -> ControlRecord:
+    """The marker (type and coordinator epoch) a control batch carries."""
     h = header if header is not None else parse_header(batch)
     if not h.is_control:
         raise ValueError("not a control batch")
     for r in iter_records(batch, h):
-        return parse_control_record(r.key, r.value).control_type
+        return parse_control_record(r.key, r.value)
     raise CorruptRecordError("control batch without records")
+
+
+def control_type(batch: Buffer, header: BatchHeader | None = None) -> int:
+    """The marker type (CONTROL_ABORT / CONTROL_COMMIT) of a control batch."""
+    return control_record(batch, header).control_type
 
 
 # ---------------------------------------------------------------------------

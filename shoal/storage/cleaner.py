@@ -16,10 +16,14 @@ Rules, per pass over one PartitionLog:
   survivors, keeping its base offset, last offset delta (so its offset range
   and the producer's last sequence are unchanged), producer fields and
   compression; a batch that lost all its records is dropped.
-- Control batches and transactional batches are copied untouched and their
-  keys do not enter the key map: dropping records of aborted or committed
-  transactions correctly needs the aborted-transaction index (``.txnindex``),
-  which arrives together with transactions in storage.
+- Transactions: nothing at or beyond the first unstable offset (the oldest
+  open transaction) is cleaned or enters the key map, so an undecided record
+  never hides an older committed one. Batches of aborted transactions (found
+  through the ``.txnindex`` entries) are dropped and never enter the key map;
+  records of committed transactions are compacted like any other. An ABORT
+  marker stays, with its index entry, so read_committed consumers always see
+  where an aborted range ends; a COMMIT marker is dropped once no record of
+  its transaction is left and its segment is past ``delete.retention.ms``.
 - A rewritten segment is written to ``<base>.log.cleaned`` (+ indexes), fsynced,
   then swapped in by rename; a crash before the swap leaves the old files
   (the ``.cleaned`` leftovers are deleted on load), a crash during the swap
@@ -29,6 +33,7 @@ Rules, per pass over one PartitionLog:
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from typing import TYPE_CHECKING
 
 from shoal.protocol import record_batch as rb
@@ -44,12 +49,40 @@ from shoal.storage.segment import (
 if TYPE_CHECKING:
     from shoal.storage.log import PartitionLog
 
+_MAX_OFFSET = (1 << 63) - 1
 
-def _latest_offsets(log: PartitionLog) -> dict[bytes, int]:
+
+def _marker_type(batch: bytes, h: rb.BatchHeader) -> int | None:
+    try:
+        return rb.control_type(batch, h)
+    except rb.RecordBatchError:
+        return None
+
+
+class _AbortedRanges:
+    """Offset ranges of aborted transactions per producer, from the segments' aborted indexes."""
+
+    def __init__(self, log: PartitionLog) -> None:
+        self._by_pid: dict[int, list[tuple[int, int]]] = {}
+        for seg in log.segments:
+            for e in seg.txn_index.entries:
+                self._by_pid.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+
+    def contains(self, h: rb.BatchHeader) -> bool:
+        ranges = self._by_pid.get(h.producer_id)
+        if not ranges:
+            return False
+        i = bisect_right(ranges, (h.base_offset, _MAX_OFFSET)) - 1
+        return i >= 0 and ranges[i][0] <= h.base_offset <= ranges[i][1]
+
+
+def _latest_offsets(log: PartitionLog, aborted: _AbortedRanges, limit: int | None) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for seg in log.segments:
         for h, batch in seg.iter_batches():
-            if h.attributes & (rb.CONTROL_MASK | rb.TRANSACTIONAL_MASK):
+            if limit is not None and h.base_offset >= limit:
+                return latest
+            if h.is_control or (h.is_transactional and aborted.contains(h)):
                 continue
             for r in rb.iter_records(batch, h):
                 if r.key is not None:
@@ -63,10 +96,15 @@ def compact_segments(log: PartitionLog, now_ms: int) -> int:
     segments = log.segments
     if len(segments) < 2:
         return 0
-    latest = _latest_offsets(log)
+    unstable = log.producer_state.first_unstable_offset()
+    aborted = _AbortedRanges(log)
+    latest = _latest_offsets(log, aborted, unstable)
+    txn_has_records: dict[int, bool] = {}  # producer id -> a record of its current transaction survives
     removed_total = 0
     for index, seg in enumerate(segments[:-1]):
         if cfg.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms:
+            break
+        if unstable is not None and seg.next_offset > unstable:
             break
         drop_tombstones = now_ms - seg.largest_timestamp() > cfg.delete_retention_ms
         # The rewrite starts only at the first batch that loses a record, so an
@@ -78,17 +116,25 @@ def compact_segments(log: PartitionLog, now_ms: int) -> int:
             position = h.position
             batch = os.pread(seg.fd, h.size, position)
             h.position = 0
-            if h.attributes & (rb.CONTROL_MASK | rb.TRANSACTIONAL_MASK):
-                if cleaned is not None:
-                    cleaned.append(batch, [h])
-                continue
-            records = list(rb.iter_records(batch, h))
-            keep = [
-                r
-                for r in records
-                if r.key is None
-                or (latest.get(r.key) == r.offset and not (r.value is None and drop_tombstones))
-            ]
+            if h.is_control:
+                has_records = txn_has_records.pop(h.producer_id, False)
+                drop = (drop_tombstones and not has_records
+                        and _marker_type(batch, h) == rb.CONTROL_COMMIT)
+                records = [None] * h.records_count
+                keep = [] if drop else records
+            elif h.is_transactional and aborted.contains(h):
+                records = list(rb.iter_records(batch, h))
+                keep = []
+            else:
+                records = list(rb.iter_records(batch, h))
+                keep = [
+                    r
+                    for r in records
+                    if r.key is None
+                    or (latest.get(r.key) == r.offset and not (r.value is None and drop_tombstones))
+                ]
+                if h.is_transactional and keep:
+                    txn_has_records[h.producer_id] = True
             if len(keep) == len(records):
                 if cleaned is not None:
                     cleaned.append(batch, [h])
@@ -102,7 +148,7 @@ def compact_segments(log: PartitionLog, now_ms: int) -> int:
                     data = os.pread(seg.fd, ph.size, ph.position)
                     ph.position = 0
                     cleaned.append(data, [ph])
-            if keep:
+            if keep and not h.is_control:
                 new = rb.rebuild_batch(h, keep)
                 cleaned.append(new, [rb.parse_header(new)])
         if cleaned is not None:

@@ -42,6 +42,8 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     delete_retention_ms: int = 86400000
     segment_index_bytes: int = 10 * 1024 * 1024
+    # Broker-wide (producer.id.expiration.ms), carried here because the log's producer state applies it.
+    producer_id_expiration_ms: int = 86400000
 
     @property
     def compact(self) -> bool:

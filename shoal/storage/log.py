@@ -19,10 +19,12 @@ Durability: see ``LogConfig`` and docs/durability.md. In short: with
 by default appends only reach the OS page cache (survive ``kill -9`` of the
 process, not a machine crash).
 
-Producer-state snapshots (``<base>.snapshot``) and the aborted-transaction
-index (``<base>.txnindex``) are not written yet; they will be produced at
-segment roll (``_roll``) and consumed in recovery (``_load``), the two places
-where Kafka handles them.
+Producer state (idempotence, fencing, open transactions) lives beside the
+segments: a snapshot ``<offset>.snapshot`` is written at every roll and at
+clean shutdown; on load the newest snapshot at or below the log end is read
+and the batches after it are replayed, which also rebuilds the aborted-
+transaction index (``<base>.txnindex``) of the replayed range. The last stable
+offset (LSO) follows from the open transactions.
 """
 
 from __future__ import annotations
@@ -37,7 +39,16 @@ from pathlib import Path
 from shoal.protocol import record_batch as rb
 from shoal.storage.config import LogConfig
 from shoal.storage.errors import OffsetOutOfRangeError, StorageError
+from shoal.storage.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    ProducerStateManager,
+    list_snapshots,
+    snapshot_path,
+    write_snapshot,
+)
 from shoal.storage.segment import CLEANED_SUFFIX, LOG_SUFFIX, Segment
+from shoal.storage.txn_index import AbortedTxn
 
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 LOG_START_OFFSET_FILE = "log-start-offset"
@@ -62,6 +73,8 @@ class AppendInfo:
     max_timestamp: int
     num_batches: int
     num_records: int = 0
+    duplicate: bool = False  # a producer's retry of a batch already in the log: nothing was written
+    completed_txns: tuple[CompletedTxn, ...] = ()  # transactions closed by markers in this append
 
 
 class PartitionLog:
@@ -87,12 +100,16 @@ class PartitionLog:
         self._closed = False
         self.auto_high_watermark = True
         self.recovered_bytes_truncated = 0
-        self._load(now)
+        self.producer_state = ProducerStateManager()
+        self._last_snapshot_offset = -1
+        clean = self._load(now)
         self.high_watermark = self.log_end_offset
+        self._load_producer_state(now, clean)
 
     # -- loading -----------------------------------------------------------
 
-    def _load(self, now_ms: int) -> None:
+    def _load(self, now_ms: int) -> bool:
+        """Open the segments (recovering the active one after a crash); True after a clean shutdown."""
         for p in self.dir.iterdir():
             if p.name.endswith(CLEANED_SUFFIX) or p.name.endswith(".tmp"):
                 p.unlink()  # an interrupted compaction or index rewrite: the originals stand
@@ -120,6 +137,75 @@ class PartitionLog:
         self._log_start_offset = max(checkpoint or 0, self._bases[0])
         if self._log_start_offset > self.log_end_offset:
             self._log_start_offset = self.log_end_offset
+        return clean
+
+    def _load_producer_state(self, now_ms: int, clean: bool) -> None:
+        """Newest usable snapshot, then replay of the log after it (Kafka's rebuildProducerState)."""
+        leo = self.log_end_offset
+        expiration = self.config.producer_id_expiration_ms
+        snapshots = list_snapshots(self.dir)
+        for offset in snapshots:
+            if offset > leo:  # ahead of a log cut back by recovery: the log wins
+                snapshot_path(self.dir, offset).unlink(missing_ok=True)
+        start = None
+        for offset in reversed([o for o in snapshots if o <= leo]):
+            try:
+                self.producer_state.load_snapshot(snapshot_path(self.dir, offset).read_bytes(), now_ms, expiration)
+            except (OSError, ValueError):
+                snapshot_path(self.dir, offset).unlink(missing_ok=True)
+                continue
+            start = self._last_snapshot_offset = offset
+            break
+        if start is None:
+            self.producer_state.clear()
+            # A log written before producer state was kept (no snapshot at all,
+            # closed cleanly) holds no transactions: nothing to rebuild.
+            start = leo if clean and not snapshots else self._log_start_offset
+        if start >= leo:
+            return
+        self._replay_producer_state(start)
+        self.producer_state.expire(now_ms, expiration)
+        self.take_snapshot()
+
+    def _replay_producer_state(self, start: int) -> None:
+        """Apply every producer batch from ``start`` to the log end, rebuilding the aborted index."""
+        state = self.producer_state
+        i = max(bisect_right(self._bases, start) - 1, 0)
+        for seg in self._segments[i:]:
+            seg.txn_index.truncate_from(start)
+            pos = seg.offset_index.lookup(start) if seg.base_offset <= start else 0
+            for h in seg.iter_headers(pos):
+                if h.last_offset < start or h.producer_id < 0:
+                    continue
+                if h.is_control:
+                    batch = os.pread(seg.fd, h.size, h.position)
+                    try:
+                        marker = rb.control_record(batch, rb.parse_header(batch))
+                    except rb.RecordBatchError:
+                        continue  # an emptied control batch (cleaned): nothing to apply
+                    completed = state.apply_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch,
+                                                   marker.control_type, h.base_offset, h.max_timestamp)
+                    if completed is not None and completed.is_aborted:
+                        self._index_abort(seg, completed)
+                else:
+                    state.apply_batch(h)
+
+    def _index_abort(self, seg: Segment, completed: CompletedTxn) -> None:
+        seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                        self.producer_state.stable_offset_after(completed)))
+
+    def take_snapshot(self, offset: int | None = None) -> None:
+        """Write the producer state as ``<offset>.snapshot`` (default: the log end)."""
+        offset = self.log_end_offset if offset is None else offset
+        if offset == self._last_snapshot_offset and snapshot_path(self.dir, offset).exists():
+            return
+        fsync = self.config.flush_interval_messages is not None or self.config.flush_interval_ms is not None
+        write_snapshot(self.dir, offset, self.producer_state.encode_snapshot(), fsync=fsync)
+        self._last_snapshot_offset = offset
+        # Older snapshots stay while their segment does; below the oldest segment they are useless.
+        for old in list_snapshots(self.dir):
+            if old < self._bases[0] and old < offset:
+                snapshot_path(self.dir, old).unlink(missing_ok=True)
 
     def _read_log_start_offset(self) -> int | None:
         try:
@@ -154,6 +240,24 @@ class PartitionLog:
         return self._log_start_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """Offsets below it are decided (committed, aborted or not transactional); read_committed
+        consumers read up to it. A batch boundary, never above the high watermark."""
+        first = self.producer_state.first_unstable_offset()
+        hw = self.high_watermark
+        lso = hw if first is None or first >= hw else first
+        return max(lso, self._log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), for a read_committed fetch."""
+        out: list[AbortedTxn] = []
+        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        for seg in self._segments[i:]:
+            if seg.txn_index.collect(fetch_offset, upper_bound, out):
+                break
+        return out
+
+    @property
     def latest_offset(self) -> int:
         """The offset a read_uncommitted consumer seeks to for "latest" (the high watermark)."""
         return self.high_watermark
@@ -186,6 +290,7 @@ class PartitionLog:
         *,
         assign_offsets: bool = True,
         headers: list[rb.BatchHeader] | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Append already-validated batches.
 
@@ -195,6 +300,11 @@ class PartitionLog:
         recovery tools) the batches keep their offsets, which must not go below
         the log end offset. ``headers`` may pass the result of
         ``validate_batches`` to skip re-parsing.
+
+        Batches with a producer id are checked against the producer state as
+        ``origin`` demands (raising ``ProducerStateError``); a client's retry
+        of a batch already in the log is not written again and comes back
+        with ``duplicate`` set and the offsets it got the first time.
         """
         self._check_open()
         if headers is None:
@@ -204,6 +314,18 @@ class PartitionLog:
                 raise rb.CorruptRecordError("append buffer does not hold whole batches only")
         if not headers:
             raise ValueError("nothing to append")
+        state = self.producer_state
+        producers = False
+        for h in headers:
+            if h.producer_id >= 0 and not h.is_control:
+                producers = True
+                dup = state.check_batch(h, origin)
+                if dup is not None:
+                    return AppendInfo(base_offset=dup.first_offset, last_offset=dup.last_offset,
+                                      log_append_time=-1, max_timestamp=dup.timestamp, num_batches=0,
+                                      duplicate=True)
+            elif h.is_control:
+                producers = True
         log_append = self.config.log_append_time
         if (assign_offsets or log_append) and memoryview(buf).readonly:
             buf = bytearray(buf)  # bytes given: edit a copy
@@ -231,6 +353,7 @@ class PartitionLog:
         if seg.should_roll(len(buf), max_ts, last, now_ms):
             seg = self._roll(first, now_ms)
         seg.append(buf, headers)
+        completed = self._apply_producer_batches(buf, headers, seg) if producers else ()
         records = sum(h.records_count for h in headers)
         self._unflushed_messages += records
         if self.auto_high_watermark:
@@ -248,12 +371,51 @@ class PartitionLog:
             max_timestamp=max_ts,
             num_batches=len(headers),
             num_records=records,
+            completed_txns=completed,
         )
+
+    def _apply_producer_batches(self, buf: bytes | bytearray | memoryview, headers: list[rb.BatchHeader],
+                                seg: Segment) -> tuple[CompletedTxn, ...]:
+        state = self.producer_state
+        completed_txns = []
+        for h in headers:
+            if h.producer_id < 0:
+                continue
+            if h.is_control:
+                batch = memoryview(buf)[h.position:h.position + h.size]
+                marker = rb.control_record(batch, rb.parse_header(batch))
+                completed = state.apply_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch,
+                                               marker.control_type, h.base_offset, h.max_timestamp)
+                if completed is not None:
+                    completed_txns.append(completed)
+                    if completed.is_aborted:
+                        self._index_abort(seg, completed)
+            else:
+                state.apply_batch(h)
+        return tuple(completed_txns)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      now_ms: int) -> tuple[int, CompletedTxn | None]:
+        """Write a COMMIT or ABORT marker for a producer; (its offset, the transaction it closed).
+
+        Raises ``ProducerStateError`` for a marker from an older producer epoch
+        (INVALID_PRODUCER_EPOCH) or an older coordinator epoch
+        (TRANSACTION_COORDINATOR_FENCED). A marker for a producer with no open
+        transaction is written (it fences older epochs) but closes nothing.
+        """
+        self._check_open()
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = bytearray(rb.build_control_batch(
+            rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT, producer_id=producer_id,
+            producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch, timestamp=now_ms))
+        info = self.append(batch, now_ms, origin=AppendOrigin.REPLAY)
+        return info.base_offset, (info.completed_txns[0] if info.completed_txns else None)
 
     def _roll(self, base_offset: int, now_ms: int) -> Segment:
         old = self._segments[-1]
         old.on_roll()
-        # Seam: write the producer-state snapshot <base_offset>.snapshot here.
+        # The producer state up to the new segment: recovery replays from here at most.
+        self.take_snapshot(base_offset)
         seg = self._new_segment(base_offset, now_ms)
         if self.config.flush_interval_messages is not None or self.config.flush_interval_ms is not None:
             self._fsync_dir()
@@ -304,6 +466,12 @@ class PartitionLog:
         OffsetOutOfRangeError when ``offset`` is below the log start offset or
         above the log end offset; ``offset == log_end_offset`` gives ``b""``.
         """
+        return self.read_with_end(offset, max_bytes, min_one=min_one, max_offset=max_offset)[0]
+
+    def read_with_end(
+        self, offset: int, max_bytes: int, *, min_one: bool = True, max_offset: int | None = None
+    ) -> tuple[bytes | memoryview, int]:
+        """As ``read``, with the offset after the last batch returned (-1 when nothing is)."""
         self._check_open()
         leo = self.log_end_offset
         if offset < self._log_start_offset or offset > leo:
@@ -311,15 +479,15 @@ class PartitionLog:
                 f"offset {offset} is out of range [{self._log_start_offset}, {leo}] for {self.dir.name}"
             )
         if offset == leo or (max_offset is not None and offset >= max_offset):
-            return b""
+            return b"", -1
         i = bisect_right(self._bases, offset) - 1
         while i < len(self._segments):
             seg = self._segments[i]
             pos = seg.find_position(offset)
             if pos is not None:
-                return seg.read(pos, max_bytes, min_one=min_one, max_offset=max_offset)
+                return seg.read_with_end(pos, max_bytes, min_one=min_one, max_offset=max_offset)
             i += 1
-        return b""
+        return b"", -1
 
     # -- timestamps --------------------------------------------------------
 
@@ -373,6 +541,10 @@ class PartitionLog:
                     return r.offset, r.timestamp
         return None
 
+    def expire_producers(self, now_ms: int) -> int:
+        """Forget producers idle longer than producer.id.expiration.ms (none with an open transaction)."""
+        return len(self.producer_state.expire(now_ms, self.config.producer_id_expiration_ms))
+
     # -- deletion ----------------------------------------------------------
 
     def delete_records(self, before_offset: int) -> int:
@@ -408,6 +580,9 @@ class PartitionLog:
         if self._bases[0] > self._log_start_offset:
             self._log_start_offset = self._bases[0]
             self._write_log_start_offset()
+        for old in list_snapshots(self.dir):
+            if old < self._bases[0] and old != self._last_snapshot_offset:
+                snapshot_path(self.dir, old).unlink(missing_ok=True)
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete old non-active segments by retention.ms and retention.bytes; return how many.
@@ -474,6 +649,7 @@ class PartitionLog:
         """fsync everything, close files and leave the clean-shutdown marker."""
         if self._closed:
             return
+        self.take_snapshot()
         self.flush()
         for seg in self._segments:
             seg.close()

@@ -143,6 +143,7 @@ class LogManager:
                     self._last_compaction_ms[key] = now_ms
             if log.maybe_flush(now_ms):
                 stats["logs_flushed"] += 1
+            log.expire_producers(now_ms)
         return stats
 
     def flush_all(self) -> None:

@@ -22,17 +22,15 @@ from shoal.protocol.record_batch import (
 )
 from shoal.storage.config import LogConfig
 from shoal.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from shoal.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
-# Files that will sit beside a segment later, named as Kafka names them:
-#   <base>.snapshot  producer-state snapshot (idempotence/transactions), written at roll
-#   <base>.txnindex  aborted-transaction index, used by read_committed fetches
-#                    and by transaction-aware compaction
-# Segment.delete() and the cleaner's swap already treat suffixes as a list.
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+# The producer-state snapshot (<base>.snapshot) also sits beside a segment,
+# but belongs to the log's producer state (storage/producer_state.py).
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 _PEEK = struct.Struct(">qi")  # base offset, batch length
 _I32 = struct.Struct(">i")
@@ -69,6 +67,9 @@ class Segment:
             base_offset,
             max(1, config.segment_index_bytes // TimeIndex.entry_size),
         )
+        # Aborted transactions whose ABORT marker is in this segment.
+        self.txn_index = TransactionIndex(directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
+        self.txn_index.load()
         self.created_ms = now_ms
         self.bytes_since_index_entry = 0
         self.max_timestamp = -1  # largest batch max timestamp in this segment
@@ -241,6 +242,7 @@ class Segment:
             os.fdatasync(self.fd)
             self.offset_index.fsync()
             self.time_index.fsync()
+            self.txn_index.fsync()
             self.dirty = False
 
     # -- reading -----------------------------------------------------------
@@ -283,28 +285,38 @@ class Segment:
     ) -> bytes | memoryview:
         """Whole batches from ``position``: up to ``max_bytes`` (at least one batch if ``min_one``),
         none whose last offset reaches ``max_offset``."""
+        return self.read_with_end(position, max_bytes, min_one=min_one, max_offset=max_offset)[0]
+
+    def read_with_end(
+        self, position: int, max_bytes: int, *, min_one: bool, max_offset: int | None
+    ) -> tuple[bytes | memoryview, int]:
+        """As ``read``, with the offset after the last batch returned (-1 when none is)."""
         remaining = self.size - position
         if remaining <= 0:
-            return b""
+            return b"", -1
         data = os.pread(self.fd, min(max(max_bytes, HEADER_SIZE), remaining), position)
         end = 0
         n = len(data)
+        next_offset = -1
         while n - end >= HEADER_SIZE:
             base, length = _PEEK.unpack_from(data, end)
-            if max_offset is not None and base + _I32.unpack_from(data, end + 23)[0] >= max_offset:
+            last = base + _I32.unpack_from(data, end + 23)[0]
+            if max_offset is not None and last >= max_offset:
                 break
             size = length + LOG_OVERHEAD
             if end + size > n:
                 if end == 0 and min_one:
                     data = os.pread(self.fd, size, position)
                     end = len(data)
+                    next_offset = last + 1
                 break
             if end + size > max_bytes and not (end == 0 and min_one):
                 break
             end += size
+            next_offset = last + 1
         if end == 0:
-            return b""
-        return data if end == len(data) else memoryview(data)[:end]
+            return b"", -1
+        return (data if end == len(data) else memoryview(data)[:end]), next_offset
 
     def largest_timestamp(self) -> int:
         """Max record timestamp, or the file's mtime when no batch carries one (as Kafka)."""
@@ -317,6 +329,7 @@ class Segment:
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

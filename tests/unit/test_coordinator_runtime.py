@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from shoal.coordinator.group.config import GroupConfig
-from shoal.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
+from shoal.coordinator.group.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
 from shoal.protocol.errors import ErrorCode as E
 from shoal.protocol.generated.describe_groups_request import DescribeGroupsRequest
 from shoal.protocol.generated.heartbeat_request import HeartbeatRequest

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from shoal.coordinator.group.config import GroupConfig
+from shoal.coordinator.group.runtime import GroupCoordinatorRuntime
 from shoal.coordinator.group.state import GroupState
-from shoal.coordinator.runtime import GroupCoordinatorRuntime
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.join_group_request import JoinGroupRequest
 from shoal.storage.config import LogConfig

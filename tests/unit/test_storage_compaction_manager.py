@@ -104,8 +104,8 @@ def test_min_compaction_lag(tmp_path: Path) -> None:
     log.close()
 
 
-def test_compaction_leaves_control_and_transactional_batches(tmp_path: Path) -> None:
-    cfg = LogConfig(cleanup_policy="compact", segment_bytes=300)
+def test_compaction_of_committed_transaction_and_its_marker(tmp_path: Path) -> None:
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=300, delete_retention_ms=60_000)
     log = PartitionLog(tmp_path / "c-0", cfg, now_ms=T0)
     txn = bytearray(
         rb.build_batch(
@@ -117,18 +117,18 @@ def test_compaction_leaves_control_and_transactional_batches(tmp_path: Path) -> 
         )
     )
     log.append(txn, T0)
-    marker = bytearray(
-        rb.build_control_batch(
-            rb.CONTROL_COMMIT, producer_id=3, producer_epoch=0, coordinator_epoch=0, timestamp=T0
-        )
-    )
-    log.append(marker, T0)
+    log.append_marker(3, 0, 0, True, T0)
     for i in range(6):
-        log.append(keyed([(b"k", str(i).encode())]), T0)
+        log.append(keyed([(b"k", str(i).encode())], ts=T0), T0)
+    # The committed record is superseded like any other; its COMMIT marker stays
+    # until the delete horizon has passed.
     log.compact(T0)
     kinds = [(h.is_transactional, h.is_control) for s in log.segments for h, _ in s.iter_batches()]
-    assert kinds[:2] == [(True, False), (True, True)]
-    assert (0, b"k", b"txn") in records(log)
+    assert kinds[0] == (True, True)
+    assert (0, b"k", b"txn") not in records(log)
+    log.compact(T0 + 120_000)
+    kinds = [(h.is_transactional, h.is_control) for s in log.segments for h, _ in s.iter_batches()]
+    assert (True, True) not in kinds
     log.close()
 
 

@@ -10,19 +10,18 @@ from shoal.broker.handlers import (
     describe_configs,
     fetch,
     groups,
-    init_producer_id,
     list_offsets,
     metadata_api,
     produce,
     topic_admin,
+    transactions,
 )
 
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
 
 
-def register_all(broker: Broker) -> groups.Coordinators:
+def register_all(broker: Broker) -> None:
     for module in (api_versions, metadata_api, produce, fetch, list_offsets, topic_admin,
-                   describe_configs, describe_cluster, init_producer_id):
+                   describe_configs, describe_cluster, groups, transactions):
         module.register(broker)
-    return groups.register(broker)

@@ -6,6 +6,11 @@ first partition with data is returned whole even when larger, so a consumer
 always makes progress. When less than `min_bytes` is ready the request waits
 (up to `max_wait_ms`) for an append to any of its partitions.
 
+read_committed (isolation level 1) reads up to the last stable offset and
+lists the aborted transactions overlapping what it returns, so the consumer
+can drop their batches; control batches (markers) are returned at both
+levels, and read_uncommitted gets no aborted list (null, as Kafka).
+
 Fetch sessions (KIP-227) are not kept: the broker answers session id 0, which
 tells clients to send full fetch requests, as Kafka does when it has no room
 in its session cache.
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
     from shoal.broker.node import RequestContext
 
 PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
 TopicResponse = FetchResponse.FetchableTopicResponse
 
 
@@ -41,7 +47,7 @@ def register(broker: Broker) -> None:
     metadata = broker.metadata
 
     def read_partition(ctx: RequestContext, topic: str | None, fp, budget: int, first: bool,
-                       ) -> tuple[PartitionData, object | None]:
+                       read_committed: bool) -> tuple[PartitionData, object | None]:
         """One partition's answer, and its log (None when in error)."""
         p = fp.partition
         info = metadata.topics.get(topic) if topic is not None else None
@@ -56,34 +62,41 @@ def register(broker: Broker) -> None:
         epoch_error = leader_epoch_error(metadata.leader_epoch(topic, p), fp.current_leader_epoch)
         plog = broker.partition_log(topic, p)
         hw = plog.high_watermark
+        lso = plog.last_stable_offset
         if epoch_error != ErrorCode.NONE:
             return PartitionData(partition_index=p, error_code=epoch_error, high_watermark=-1,
                                  last_stable_offset=-1, log_start_offset=-1, records=b""), None
         limit = min(fp.partition_max_bytes, budget)
         try:
             if limit <= 0 and not first:
-                records = b""
+                records, next_offset = b"", -1
             else:
-                records = plog.read(fp.fetch_offset, max(limit, 0), min_one=first, max_offset=hw)
+                records, next_offset = plog.read_with_end(fp.fetch_offset, max(limit, 0), min_one=first,
+                                                          max_offset=lso if read_committed else hw)
         except OffsetOutOfRangeError:
             return PartitionData(partition_index=p, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
-                                 high_watermark=hw, last_stable_offset=hw,
+                                 high_watermark=hw, last_stable_offset=lso,
                                  log_start_offset=plog.log_start_offset, records=b""), None
+        aborted = None
+        if read_committed:
+            aborted = [] if next_offset < 0 else [
+                AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                for a in plog.aborted_transactions(fp.fetch_offset, next_offset)]
         return PartitionData(partition_index=p, error_code=ErrorCode.NONE, high_watermark=hw,
-                             last_stable_offset=hw, log_start_offset=plog.log_start_offset,
-                             aborted_transactions=[] if ctx.api_version >= 4 else None,
-                             preferred_read_replica=-1,
+                             last_stable_offset=lso, log_start_offset=plog.log_start_offset,
+                             aborted_transactions=aborted, preferred_read_replica=-1,
                              records=records), plog
 
     def read_all(ctx: RequestContext, req, names: list[str | None]) -> tuple[list[TopicResponse], int, bool]:
         budget = req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
+        read_committed = ctx.api_version >= 4 and req.isolation_level == 1
         total = 0
         any_error = False
         out = []
         for topic_req, name in zip(req.topics, names, strict=True):
             parts = []
             for fp in topic_req.partitions:
-                data, plog = read_partition(ctx, name, fp, budget - total, total == 0)
+                data, plog = read_partition(ctx, name, fp, budget - total, total == 0, read_committed)
                 if plog is None:
                     any_error = True
                 size = len(data.records) if data.records is not None else 0

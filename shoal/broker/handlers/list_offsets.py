@@ -25,7 +25,7 @@ PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 def register(broker: Broker) -> None:
     metadata = broker.metadata
 
-    def lookup(ctx: RequestContext, topic: str, p) -> PartitionResponse:
+    def lookup(ctx: RequestContext, topic: str, p, read_committed: bool) -> PartitionResponse:
         index = p.partition_index
         info = metadata.topics.get(topic)
         if info is None or not 0 <= index < info.num_partitions:
@@ -40,12 +40,13 @@ def register(broker: Broker) -> None:
         ts = p.timestamp
         timestamp, offset = -1, -1
         if ts in (LATEST, LATEST_TIERED):
-            offset = plog.high_watermark
+            offset = plog.last_stable_offset if read_committed else plog.high_watermark
         elif ts in (EARLIEST, EARLIEST_LOCAL):
             offset = plog.log_start_offset
         else:  # a timestamp, or MAX_TIMESTAMP (-3), which storage resolves too
             found = plog.offset_for_timestamp(ts)
-            if found is not None:
+            # read_committed: an undecided record is not there yet
+            if found is not None and not (read_committed and found[0] >= plog.last_stable_offset):
                 offset, timestamp = found
         return PartitionResponse(partition_index=index, error_code=ErrorCode.NONE,
                                  timestamp=timestamp, offset=offset,
@@ -53,9 +54,10 @@ def register(broker: Broker) -> None:
 
     async def list_offsets(ctx: RequestContext, req) -> ListOffsetsResponse:
         topics = []
+        read_committed = ctx.api_version >= 2 and req.isolation_level == 1
         for t in req.topics:
             topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(
-                name=t.name, partitions=[lookup(ctx, t.name, p) for p in t.partitions]))
+                name=t.name, partitions=[lookup(ctx, t.name, p, read_committed) for p in t.partitions]))
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
     async def offset_for_leader_epoch(ctx: RequestContext, req) -> OffsetForLeaderEpochResponse:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from shoal.broker.clock import now_ms
 from shoal.broker.connection import CloseConnection
 from shoal.broker.metadata import INTERNAL_TOPICS
-from shoal.broker.producer_state import ProducerStateTable
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.produce_response import ProduceResponse
 from shoal.protocol.record_batch import (
@@ -24,6 +23,7 @@ from shoal.protocol.record_batch import (
     iter_all_records,
     validate_batches,
 )
+from shoal.storage.producer_state import AppendOrigin, ProducerStateError
 
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
@@ -43,7 +43,8 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Partition
 def register(broker: Broker) -> None:
     metadata = broker.metadata
 
-    def append(ctx: RequestContext, topic: str, index: int, records, now: int) -> PartitionResponse:
+    def append(ctx: RequestContext, transactional_id: str | None, topic: str, index: int, records,
+               now: int) -> PartitionResponse:
         info = metadata.topics.get(topic)
         if info is None or not 0 <= index < info.num_partitions:
             return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -74,23 +75,18 @@ def register(broker: Broker) -> None:
             return _error(index, ErrorCode.CORRUPT_MESSAGE, str(e))
         except InvalidRecordError as e:
             return _error(index, ErrorCode.INVALID_RECORD, str(e))
-        state = None
-        if any(h.producer_id >= 0 for h in headers):
-            state = broker.producer_states.setdefault((topic, index), ProducerStateTable())
-            for h in headers:
-                if h.producer_id < 0:
-                    continue
-                code, duplicate_of = state.check(h)
+        for h in headers:
+            if h.is_transactional:
+                code = broker.verify_transactional_write(ctx, transactional_id, h, topic, index, plog)
                 if code != ErrorCode.NONE:
                     return _error(index, code)
-                if duplicate_of is not None:  # a retry of a batch already appended
-                    return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=duplicate_of,
-                                             log_append_time_ms=-1, log_start_offset=plog.log_start_offset)
-        result = plog.append(buf, now, headers=headers)
-        if state is not None:
-            for h in headers:
-                if h.producer_id >= 0:
-                    state.update(h, h.base_offset)  # append() set it
+        try:
+            result = plog.append(buf, now, headers=headers, origin=AppendOrigin.CLIENT)
+        except ProducerStateError as e:
+            return _error(index, e.error_code, str(e))
+        if result.duplicate:  # a retry of a batch already appended: the offsets it got then
+            return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
+                                     log_append_time_ms=-1, log_start_offset=plog.log_start_offset)
         broker.notify_append(topic, index)
         return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
                                  log_append_time_ms=result.log_append_time,
@@ -106,7 +102,7 @@ def register(broker: Broker) -> None:
                 if acks not in (0, 1, -1):
                     parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 else:
-                    parts.append(append(ctx, topic_data.name, pd.index, pd.records, now))
+                    parts.append(append(ctx, req.transactional_id, topic_data.name, pd.index, pd.records, now))
             responses.append(TopicResponse(name=topic_data.name, partition_responses=parts))
         if acks == 0:
             # No response for acks=0; Kafka closes the connection on an error so the

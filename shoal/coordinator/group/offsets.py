@@ -1,8 +1,15 @@
-"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention (KIP-211).
+"""Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete and retention (KIP-211).
 
 Kafka's OffsetMetadataManager for classic groups. Offsets change only through
 records: handlers emit OffsetCommit records/tombstones via `shard.emit`,
 which replays them into `self.offsets`.
+
+Transactional offsets (TxnOffsetCommit, KIP-98/447) are records of a
+producer's transaction: they stay pending per producer id until its marker.
+COMMIT makes them committed, ABORT drops them; a plain commit written after a
+pending record for the same partition supersedes it (it is later in the
+log). While a partition has pending offsets, OffsetFetch with require_stable
+answers UNSTABLE_OFFSET_COMMIT for it and the group's offsets do not expire.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from shoal.coordinator.group.state import GroupState
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.offset_delete_response import OffsetDeleteResponse
 from shoal.protocol.generated.offset_fetch_response import OffsetFetchResponse
+from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitResponse
 
 if TYPE_CHECKING:
     from shoal.coordinator.group.shard import GroupCoordinatorShard, RequestContext
@@ -38,9 +46,25 @@ class OffsetMetadataManager:
         self.shard = shard
         self.config = shard.config
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        # producer id -> (group, topic, partition) -> offset awaiting the transaction's marker
+        self.pending: dict[int, dict[tuple[str, str, int], OffsetAndMetadata | None]] = {}
+        # group -> partition -> producer ids with a pending offset for it
+        self._pending_index: dict[str, dict[TopicPartition, set[int]]] = {}
+
+    def clear(self) -> None:
+        self.offsets.clear()
+        self.pending.clear()
+        self._pending_index.clear()
 
     # ---------------------------------------------------------------- replay
     def replay(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None) -> None:
+        pids = self._pending_index.get(group_id, {}).get((topic, partition))
+        if pids:  # later in the log than every pending record for it
+            for pid in list(pids):
+                self._unpend(pid, (group_id, topic, partition))
+        self._set(group_id, topic, partition, value)
+
+    def _set(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None) -> None:
         if value is None:
             group_offsets = self.offsets.get(group_id)
             if group_offsets is not None:
@@ -53,8 +77,50 @@ class OffsetMetadataManager:
     def group_offsets(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
         return self.offsets.get(group_id, {})
 
+    def replay_pending(self, producer_id: int, group_id: str, topic: str, partition: int,
+                       value: OffsetAndMetadata | None) -> None:
+        self.pending.setdefault(producer_id, {})[(group_id, topic, partition)] = value
+        self._pending_index.setdefault(group_id, {}).setdefault((topic, partition), set()).add(producer_id)
+
+    def _unpend(self, producer_id: int, key: tuple[str, str, int]) -> None:
+        recs = self.pending.get(producer_id)
+        if recs is not None:
+            recs.pop(key, None)
+            if not recs:
+                del self.pending[producer_id]
+        group_id, topic, partition = key
+        by_tp = self._pending_index.get(group_id)
+        if by_tp is not None:
+            pids = by_tp.get((topic, partition))
+            if pids is not None:
+                pids.discard(producer_id)
+                if not pids:
+                    del by_tp[(topic, partition)]
+            if not by_tp:
+                del self._pending_index[group_id]
+
+    def replay_marker(self, producer_id: int, commit: bool) -> set[str]:
+        """Apply a transaction marker; returns the groups whose offsets it committed."""
+        recs = self.pending.get(producer_id)
+        if not recs:
+            return set()
+        touched = set()
+        for key, value in list(recs.items()):
+            self._unpend(producer_id, key)
+            if commit:
+                self._set(*key, value)
+                touched.add(key[0])
+        return touched
+
+    def has_pending(self, group_id: str, tp: TopicPartition | None = None) -> bool:
+        by_tp = self._pending_index.get(group_id)
+        if not by_tp:
+            return False
+        return tp is None or tp in by_tp
+
     # ---------------------------------------------------------------- OffsetCommit
-    def _validate_commit(self, group: ClassicGroup, generation: int, member_id: str, instance_id: str | None) -> ErrorCode | None:
+    def _validate_commit(self, group: ClassicGroup, generation: int, member_id: str, instance_id: str | None,
+                         transactional: bool = False) -> ErrorCode | None:
         if group.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation >= 0 or member_id != "" or instance_id is not None:
@@ -64,6 +130,10 @@ class OffsetMetadataManager:
                 return E.UNKNOWN_MEMBER_ID
             if generation != group.generation_id:
                 return E.ILLEGAL_GENERATION
+            return None
+        if transactional:
+            # KIP-447: a producer that names only the group (old clients, or send_offsets with a
+            # group id) may commit even while the group has members.
             return None
         if group.state != S.EMPTY:
             # Only members may commit to a group that has members.
@@ -120,18 +190,66 @@ class OffsetMetadataManager:
             result.append((name, out))
         return offset_commit_response(result)
 
+    # ---------------------------------------------------------------- TxnOffsetCommit
+    def commit_transactional(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
+        """TxnOffsetCommit: offsets written in the producer's transaction, pending until its marker."""
+        v = ctx.api_version
+        generation = req.generation_id if v >= 3 else -1
+        member_id = req.member_id if v >= 3 else ""
+        instance_id = req.group_instance_id if v >= 3 else None
+        requested = [(t.name, t.partitions) for t in req.topics]
+
+        def all_failed(error: ErrorCode) -> Any:
+            return offset_commit_response([(n, [(p.partition_index, error) for p in ps]) for n, ps in requested],
+                                          TxnOffsetCommitResponse)
+
+        group = self.shard.groups.get(req.group_id)
+        if group is None:
+            if generation >= 0:
+                return all_failed(E.ILLEGAL_GENERATION)
+        else:
+            error = self._validate_commit(group, generation, member_id, instance_id, transactional=True)
+            if error is not None:
+                return all_failed(error)
+        max_bytes = self.config.offset_metadata_max_bytes
+        result = []
+        for name, parts in requested:
+            out = []
+            for p in parts:
+                metadata = p.committed_metadata if p.committed_metadata is not None else ""
+                if len(metadata.encode("utf-8")) > max_bytes:
+                    out.append((p.partition_index, E.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                om = OffsetAndMetadata(offset=p.committed_offset,
+                                       leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
+                                       metadata=metadata, commit_timestamp=now_ms)
+                key, value = offset_commit_record(req.group_id, name, p.partition_index, om)
+                self.shard.emit(key, value, req.producer_id, req.producer_epoch)
+                out.append((p.partition_index, E.NONE))
+            result.append((name, out))
+        return offset_commit_response(result, TxnOffsetCommitResponse)
+
     # ---------------------------------------------------------------- OffsetFetch
     def fetch_group(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
-                    ) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
-        """Committed offsets of `group_id`: requested partitions (None = all committed ones)."""
+                    ) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None | ErrorCode]]]]:
+        """Committed offsets of `group_id`: requested partitions (None = all committed ones).
+
+        With `require_stable`, a partition with a pending transactional offset
+        comes back as UNSTABLE_OFFSET_COMMIT instead of an offset.
+        """
         group = self.shard.groups.get(group_id)
         committed = self.group_offsets(group_id) if group is not None and group.state != S.DEAD else {}
+        unstable = self._pending_index.get(group_id, {}) if require_stable else {}
+
+        def value(t: str, p: int) -> OffsetAndMetadata | None | ErrorCode:
+            return E.UNSTABLE_OFFSET_COMMIT if (t, p) in unstable else committed.get((t, p))
+
         if topics is None:
-            by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
-            for (topic, partition), om in committed.items():
-                by_topic.setdefault(topic, []).append((partition, om))
+            by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None | ErrorCode]]] = {}
+            for topic, partition in set(committed) | set(unstable):
+                by_topic.setdefault(topic, []).append((partition, value(topic, partition)))
             return [(t, sorted(ps, key=lambda x: x[0])) for t, ps in by_topic.items()]
-        return [(t, [(p, committed.get((t, p))) for p in ps]) for t, ps in topics]
+        return [(t, [(p, value(t, p)) for p in ps]) for t, ps in topics]
 
     def fetch(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
         v = ctx.api_version
@@ -207,8 +325,8 @@ class OffsetMetadataManager:
         """KIP-211: which of the group's offsets have outlived offsets.retention.minutes."""
         retention = self.config.offsets_retention_ms
         committed = self.group_offsets(group.group_id)
-        if not committed:
-            return []
+        if not committed or self.has_pending(group.group_id):
+            return []  # a group with an open transaction keeps its offsets (Kafka's cleanupExpiredOffsets)
         exclude: set[str] = set()
         if group.protocol_type and group.state == S.EMPTY:
             # Counted from when the group became Empty (else from the commit).
@@ -247,7 +365,10 @@ class OffsetMetadataManager:
         return self.cleanup_groups(groups, lambda g: [tp for tp in self.group_offsets(g.group_id) if tp[0] in topics])
 
 
-def _fetch_partition(cls: type, partition: int, om: OffsetAndMetadata | None) -> Any:
+def _fetch_partition(cls: type, partition: int, om: OffsetAndMetadata | None | ErrorCode) -> Any:
+    if isinstance(om, ErrorCode):
+        return cls(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                   error_code=int(om))
     if om is None:
         return cls(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=0)
     return cls(partition_index=partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,

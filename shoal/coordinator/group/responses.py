@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from shoal.protocol.generated.heartbeat_response import HeartbeatResponse
@@ -122,6 +123,8 @@ def error_response(api_key: int, api_version: int, request: Any, error: int) -> 
     if api_key == OFFSET_COMMIT:
         return offset_commit_response([(n, [(p, error) for p in ps]) for n, ps in _request_topics(request)])
     if api_key == TXN_OFFSET_COMMIT:
+        if api_version < 2 and error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE  # v0-1 clients do not know to wait for a load
         return offset_commit_response(
             [(n, [(p, error) for p in ps]) for n, ps in _request_topics(request)], TxnOffsetCommitResponse
         )

@@ -10,9 +10,8 @@ and the runtime calls it for every record of the partition on load.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from shoal.coordinator.group.classic import ClassicGroupManager
 from shoal.coordinator.group.config import GroupConfig
@@ -37,9 +36,11 @@ from shoal.coordinator.group.responses import (
     OFFSET_DELETE,
     OFFSET_FETCH,
     SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
     error_response,
 )
 from shoal.coordinator.group.state import GroupState, parse_state
+from shoal.coordinator.result import CoordinatorResult, Record, RequestContext
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
@@ -47,30 +48,10 @@ from shoal.protocol.generated.list_groups_response import ListGroupsResponse
 
 E = ErrorCode
 S = GroupState
-Record = tuple[bytes, bytes | None]
 RETENTION_TIMER = ("offsets-retention",)
+_LOAD_YIELD_EVERY = 50_000
 
-
-class RequestContext(NamedTuple):
-    """Who sent a request; `token` routes a (possibly delayed) response back."""
-
-    token: Any
-    api_key: int
-    api_version: int
-    client_id: str = ""
-    client_host: str = ""
-
-
-@dataclass
-class CoordinatorResult:
-    """Responses to send, after `records` are appended to the partition."""
-
-    responses: list[tuple[Any, Any]] = field(default_factory=list)
-    records: list[Record] = field(default_factory=list)
-
-    def extend(self, other: CoordinatorResult) -> None:
-        self.responses.extend(other.responses)
-        self.records.extend(other.records)
+__all__ = ["CoordinatorResult", "GroupCoordinatorShard", "Record", "RequestContext"]
 
 
 class GroupCoordinatorShard:
@@ -78,7 +59,7 @@ class GroupCoordinatorShard:
 
     def __init__(self, partition: int, config: GroupConfig | None = None, *,
                  member_id_suffix: Callable[[], str] | None = None) -> None:
-        from shoal.coordinator.group.timers import Timers
+        from shoal.coordinator.timers import Timers
 
         self.partition = partition
         self.config = config or GroupConfig()
@@ -99,11 +80,16 @@ class GroupCoordinatorShard:
         assert out is not None
         return out
 
-    def emit(self, key: bytes, value: bytes | None) -> None:
-        """Record a change: queue the record for the log and apply it now."""
+    def emit(self, key: bytes, value: bytes | None, producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """Record a change: queue the record for the log and apply it now.
+
+        With a producer id the record is part of that producer's transaction
+        (TxnOffsetCommit): it is written in a transactional batch and stays
+        pending until the transaction's marker.
+        """
         assert self._out is not None, "emit outside of handle/poll"
-        self._out.records.append((key, value))
-        self.replay(key, value)
+        self._out.add_record(key, value, producer_id, producer_epoch)
+        self.replay(key, value, producer_id)
 
     def respond(self, token: Any, response: Any) -> None:
         assert self._out is not None, "respond outside of handle/poll"
@@ -132,6 +118,8 @@ class GroupCoordinatorShard:
             return self.classic.leave(ctx, req, now_ms)
         if k == OFFSET_COMMIT:
             return self.offset_manager.commit(ctx, req, now_ms)
+        if k == TXN_OFFSET_COMMIT:
+            return self.offset_manager.commit_transactional(ctx, req, now_ms)
         if k == OFFSET_FETCH:
             return self.offset_manager.fetch(ctx, req, now_ms)
         if k == OFFSET_DELETE:
@@ -237,12 +225,19 @@ class GroupCoordinatorShard:
         return self._end()
 
     # ================================================================ replay / load / unload
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one `__consumer_offsets` record to state (live and on load)."""
+    def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
+        """Apply one `__consumer_offsets` record to state (live and on load).
+
+        A record of a transaction (`producer_id` >= 0) is an offset commit
+        left pending until `complete_transaction`.
+        """
         kv = key_version(key)
         if kv in (0, 1):
             k = decode_offset_commit_key(key)
             om = None if value is None else decode_offset_commit_value(value)
+            if producer_id >= 0:
+                self.offset_manager.replay_pending(producer_id, k.group, k.topic, k.partition, om)
+                return
             self.offset_manager.replay(k.group, k.topic, k.partition, om)
             if om is not None and k.group not in self.groups:
                 # Offsets without group metadata: a simple (standalone) group.
@@ -292,6 +287,26 @@ class GroupCoordinatorShard:
         group.current_state_timestamp = None if ts == -1 else ts
         group.subscribed_topics = group.compute_subscribed_topics()
 
+    def replay_loaded(self, loaded: Any) -> Iterator[None]:
+        """Replay a loaded partition (`loader.LoadedOffsets`), yielding now and then."""
+        replay = self.replay
+        for i, (key, value) in enumerate(loaded.latest.items()):
+            replay(key, value)
+            if i % _LOAD_YIELD_EVERY == _LOAD_YIELD_EVERY - 1:
+                yield
+        for producer_id, records in loaded.pending.items():
+            for key, value in records.items():
+                replay(key, value, producer_id)
+
+    def complete_transaction(self, producer_id: int, commit: bool, now_ms: int) -> CoordinatorResult:
+        """A marker for `producer_id` was appended: its pending offsets become committed, or vanish."""
+        self._begin()
+        for group_id in self.offset_manager.replay_marker(producer_id, commit):
+            if group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(group_id, None)
+        self._fire_due(now_ms)
+        return self._end()
+
     def on_loaded(self, now_ms: int) -> CoordinatorResult:
         """After a load: re-arm member session timers and the retention check."""
         self._begin()
@@ -307,7 +322,7 @@ class GroupCoordinatorShard:
         for group in self.groups.values():
             group.previous_state, group.state = group.state, S.DEAD
         self.groups.clear()
-        self.offset_manager.offsets.clear()
+        self.offset_manager.clear()
         self.timers.clear()
         return self._end()
 

@@ -1,0 +1,187 @@
+"""Coordinator runtimes per broker node, following the leadership of their internal topic.
+
+Each node runs one group coordinator runtime (for the `__consumer_offsets`
+partitions it leads) and one transaction coordinator runtime (for
+`__transaction_state`). When leadership moves (a node stops or starts), the
+old leader unloads the partition and the new leader replays its log; loads
+run in the background while the partition answers COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from shoal.broker.clock import now_ms
+from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC
+from shoal.broker.topic_configs import topic_log_config
+from shoal.coordinator.group.config import GroupConfig
+from shoal.coordinator.group.runtime import GroupCoordinatorRuntime
+from shoal.coordinator.partitioning import partition_for
+from shoal.coordinator.txn.runtime import TransactionCoordinatorRuntime
+from shoal.coordinator.txn.shard import TxnConfig
+from shoal.protocol.errors import ErrorCode
+from shoal.storage.producer_state import ProducerStateError
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import Broker
+    from shoal.broker.node import BrokerNode
+
+log = logging.getLogger(__name__)
+
+
+class NodeCoordinators:
+    """One runtime of a coordinator kind per node; partitions follow their topic's leadership."""
+
+    topic = ""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.runtimes: dict[int, Any] = {}
+        self._loads: set[asyncio.Task[None]] = set()
+
+    def new_runtime(self, node_id: int) -> Any:
+        raise NotImplementedError
+
+    def ensure_topic(self) -> None:
+        raise NotImplementedError
+
+    def log_config(self) -> Any:
+        info = self.broker.metadata.topics.get(self.topic)
+        return topic_log_config(info.configs if info else {"cleanup.policy": "compact"}, self.broker.log_defaults)
+
+    def runtime(self, node_id: int) -> Any:
+        rt = self.runtimes.get(node_id)
+        if rt is None:
+            rt = self.runtimes[node_id] = self.new_runtime(node_id)
+        return rt
+
+    async def on_leadership_changed(self) -> None:
+        """Load the partitions each live node now leads; unload the rest."""
+        metadata = self.broker.metadata
+        if self.topic not in metadata.topics:
+            return
+        n = metadata.topics[self.topic].num_partitions
+        for node_id, node in self.broker.nodes.items():
+            rt = self.runtime(node_id)
+            wanted = {p for p in range(n) if node.running and metadata.leader(self.topic, p) == node_id}
+            for p in rt.owned_partitions() - wanted:
+                rt.unload_partition(p)
+            for p in sorted(wanted - rt.owned_partitions()):
+                task = asyncio.get_running_loop().create_task(self._load(rt, p))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
+
+    async def _load(self, rt: Any, partition: int) -> None:
+        try:
+            await rt.load_partition(partition)
+        except Exception:
+            log.exception("loading %s-%d on node %d failed", self.topic, partition, rt.node_id)
+
+    async def wait_loaded(self) -> None:
+        while self._loads:
+            await asyncio.gather(*self._loads, return_exceptions=True)
+
+    async def locate(self, key: str) -> tuple[ErrorCode, BrokerNode | None]:
+        """The node coordinating `key` (FindCoordinator), creating the topic on first use."""
+        if self.topic not in self.broker.metadata.topics:
+            self.ensure_topic()
+            await self.on_leadership_changed()
+        n = self.broker.metadata.topics[self.topic].num_partitions
+        leader = self.broker.metadata.leader(self.topic, partition_for(key, n))
+        node = self.broker.nodes.get(leader)
+        if node is None or not node.running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return ErrorCode.NONE, node
+
+    def leader_runtime(self, partition: int) -> Any | None:
+        """The runtime of the node leading `partition` of the topic, if that node is up."""
+        leader = self.broker.metadata.leader(self.topic, partition)
+        node = self.broker.nodes.get(leader)
+        return None if node is None or not node.running else self.runtime(leader)
+
+    async def close(self) -> None:
+        for task in list(self._loads):
+            task.cancel()
+        for rt in self.runtimes.values():
+            await rt.close()
+
+
+class GroupCoordinators(NodeCoordinators):
+    topic = OFFSETS_TOPIC
+
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.config = GroupConfig.from_properties(broker.config.props)
+
+    def new_runtime(self, node_id: int) -> GroupCoordinatorRuntime:
+        return GroupCoordinatorRuntime(node_id, self.broker.logs, self.config, log_config=self.log_config())
+
+    def ensure_topic(self) -> None:
+        self.broker.ensure_offsets_topic()
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    async def on_topics_deleted(self, topics: list[str]) -> None:
+        for rt in self.runtimes.values():
+            await rt.on_topics_deleted(topics)
+
+
+class TxnCoordinators(NodeCoordinators):
+    topic = TRANSACTION_TOPIC
+
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.config = TxnConfig.from_properties(broker.config.props)
+
+    def new_runtime(self, node_id: int) -> TransactionCoordinatorRuntime:
+        broker = self.broker
+
+        def partition_exists(topic: str, partition: int) -> bool:
+            info = broker.metadata.topics.get(topic)
+            return info is not None and 0 <= partition < info.num_partitions
+
+        return TransactionCoordinatorRuntime(
+            node_id, broker.logs, self.config, next_producer_id=broker.producer_ids.next_id,
+            offsets_partition=broker.coordinators.partition_for, write_marker=self.write_marker,
+            partition_exists=partition_exists, log_config=self.log_config())
+
+    def ensure_topic(self) -> None:
+        self.broker.ensure_transaction_topic()
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
+
+    async def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                           coordinator_epoch: int, commit: bool) -> ErrorCode:
+        """Append one transaction marker at the partition's leader (WriteTxnMarkers, in process)."""
+        broker = self.broker
+        info = broker.metadata.topics.get(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if topic == OFFSETS_TOPIC:
+            rt = broker.coordinators.leader_runtime(partition)
+            if rt is None:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return await rt.write_marker(partition, producer_id, producer_epoch, coordinator_epoch, commit)
+        leader = broker.nodes.get(broker.metadata.leader(topic, partition))
+        if leader is None or not leader.running:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        plog = broker.partition_log(topic, partition)
+        try:
+            plog.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, now_ms())
+        except ProducerStateError as e:
+            return ErrorCode(e.error_code)
+        broker.notify_append(topic, partition)
+        return ErrorCode.NONE
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+               partition: int) -> ErrorCode:
+        """KIP-890 part 1: ask the transactional id's coordinator whether this write belongs to its
+        open transaction (in process, so a direct look at the coordinator's state)."""
+        rt = self.leader_runtime(self.partition_for(transactional_id))
+        if rt is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return rt.verify(transactional_id, producer_id, producer_epoch, topic, partition)
