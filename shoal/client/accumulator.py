@@ -58,6 +58,7 @@ class ProducerBatch:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    is_transactional: bool = False
     sticky_topic: tuple[str, int] | None = None  # set when a null-key record opened this batch
     # The outcome, written once on the I/O loop.
     done: bool = False
@@ -87,6 +88,7 @@ class ProducerBatch:
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
+                is_transactional=self.is_transactional,
             )
         return self.payload
 
@@ -285,7 +287,14 @@ class RecordAccumulator:
         return b
 
     def reenqueue(self, batch: ProducerBatch) -> None:
-        self.batches.setdefault(batch.tp, deque()).appendleft(batch)
+        """Put a batch back for a retry, ahead of the new ones; batches with sequences stay in
+        sequence order (several may fail together and come back in any order)."""
+        q = self.batches.setdefault(batch.tp, deque())
+        i = 0
+        if batch.base_sequence >= 0:
+            while i < len(q) and q[i].payload is not None and 0 <= q[i].base_sequence < batch.base_sequence:
+                i += 1
+        q.insert(i, batch)
 
     def has_unsent(self) -> bool:
         return any(self.batches.values())

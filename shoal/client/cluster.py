@@ -9,10 +9,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal.protocol.errors import ErrorCode
+
 from .config import parse_bootstrap
 from .conn import BrokerConnection
-from .errors import KafkaConnectionError, NoBrokersAvailableError
-from .protocol import METADATA, request_class
+from .errors import KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailableError, error_for
+from .protocol import FIND_COORDINATOR, METADATA, request_class
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +184,36 @@ class KafkaClient:
         if c is not None:
             c.close()
 
+    # -- coordinators ----------------------------------------------------------------
+
+    async def find_coordinator(self, key: str, key_type: int, deadline_ms: int) -> int:
+        """The node coordinating a group (key type 0) or transactional id (1), asking until ``deadline_ms``."""
+        cls = request_class(FIND_COORDINATOR)
+        retry = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT)
+        while True:
+            try:
+                c = await self.any_conn()
+                v = c.version_for(FIND_COORDINATOR)
+                if v >= 4:
+                    resp = await c.send(cls(key_type=key_type, coordinator_keys=[key]), version=v)
+                    found = resp.coordinators[0]
+                    code, node, host, port = found.error_code, found.node_id, found.host, found.port
+                else:
+                    resp = await c.send(cls(key=key, key_type=key_type), version=v)
+                    code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+                if code == 0:
+                    if node not in self.cluster.brokers:
+                        self.cluster.brokers[node] = BrokerInfo(node, host, port)
+                    return node
+                if code not in retry:
+                    raise error_for(code, f"FindCoordinator for {key!r}")
+            except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+                log.debug("FindCoordinator failed: %r", e)
+            if now_ms() >= deadline_ms:
+                raise KafkaTimeoutError(f"coordinator of {key!r} not found in time")
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+
     # -- metadata ------------------------------------------------------------------
 
     def add_topics(self, topics: set[str] | list[str]) -> None:
@@ -222,13 +254,14 @@ class KafkaClient:
         self.add_topics([topic])
         deadline = now_ms() + timeout_ms
         while True:
-            await self.refresh_metadata([topic], auto_create=auto_create)
+            try:
+                await self.refresh_metadata([topic], auto_create=auto_create)
+            except (KafkaConnectionError, OSError, TimeoutError) as e:  # keep trying until our own deadline
+                log.debug("metadata for %s: %r", topic, e)
             parts = self.cluster.partitions_for(topic)
             if parts is not None:
                 return parts
             if now_ms() >= deadline:
-                from .errors import KafkaTimeoutError
-
                 raise KafkaTimeoutError(f"topic {topic} not present in metadata after {timeout_ms} ms")
             await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
 

@@ -33,7 +33,11 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "max.in.flight.requests.per.connection": 5,
     "max.request.size": 1048576,
     "max.block.ms": 60000,
-    "enable.idempotence": False,
+    # None: on unless another setting rules it out (acks != all, retries = 0, more than 5 in flight),
+    # as Kafka 3+ producers default.
+    "enable.idempotence": None,
+    "transactional.id": None,
+    "transaction.timeout.ms": 60000,
     "key.serializer": None,
     "value.serializer": None,
     "partitioner": None,
@@ -72,7 +76,8 @@ _INT_KEYS = {
     for k, v in d.items()
     if isinstance(v, int) and not isinstance(v, bool)
 }
-_BOOL_KEYS = {k for d in (PRODUCER_DEFAULTS, CONSUMER_DEFAULTS) for k, v in d.items() if isinstance(v, bool)}
+_BOOL_KEYS = {k for d in (PRODUCER_DEFAULTS, CONSUMER_DEFAULTS) for k, v in d.items() if isinstance(v, bool)} | {
+    "enable.idempotence"}
 
 
 def make_config(defaults: Mapping[str, Any], config: Mapping[str, Any] | None, **kwargs: Any) -> dict[str, Any]:

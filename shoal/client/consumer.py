@@ -26,7 +26,7 @@ from .errors import (
 )
 from .fetcher import Fetcher
 from .protocol import LIST_OFFSETS, request_class
-from .structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
 log = logging.getLogger(__name__)
@@ -379,6 +379,11 @@ class AIOConsumer:
     def group_generation(self) -> tuple[int, str]:
         c = self.coordinator
         return (c.generation, c.member_id) if c is not None else (-1, "")
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group, generation and ids, for ``send_offsets_to_transaction`` (KIP-447)."""
+        gen, member = self.group_generation
+        return ConsumerGroupMetadata(self.config["group.id"] or "", gen, member, self.config["group.instance.id"])
 
 
 async def _run_listener(fn: Callable[[list[TopicPartition]], Any], partitions: list[TopicPartition]) -> None:

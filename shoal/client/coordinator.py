@@ -23,7 +23,6 @@ from .errors import (
     error_for,
 )
 from .protocol import (
-    FIND_COORDINATOR,
     HEARTBEAT,
     JOIN_GROUP,
     LEAVE_GROUP,
@@ -89,34 +88,10 @@ class ConsumerCoordinator:
     # -- coordinator discovery -------------------------------------------------------
 
     async def ensure_coordinator(self, timeout_ms: int | None = None) -> int:
-        deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
-        cls = request_class(FIND_COORDINATOR)
-        while self.coordinator_id is None:
-            try:
-                conn = await self.client.any_conn()
-                v = conn.version_for(FIND_COORDINATOR)
-                if v >= 4:
-                    resp = await conn.send(cls(key_type=0, coordinator_keys=[self.group_id]), version=v)
-                    c = resp.coordinators[0]
-                    code, node, host, port = c.error_code, c.node_id, c.host, c.port
-                else:
-                    resp = await conn.send(cls(key=self.group_id, key_type=0), version=v)
-                    code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
-                if code == 0:
-                    from .cluster import BrokerInfo
-
-                    if node not in self.client.cluster.brokers:
-                        self.client.cluster.brokers[node] = BrokerInfo(node, host, port)
-                    self.coordinator_id = node
-                    self.last_heartbeat_ok_ms = now_ms()
-                    break
-                if code not in RETRY_ERRORS:
-                    raise error_for(code, f"FindCoordinator for group {self.group_id}")
-            except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
-                log.debug("FindCoordinator failed: %r", e)
-            if now_ms() >= deadline:
-                raise KafkaTimeoutError(f"coordinator of group {self.group_id} not found in time")
-            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+        if self.coordinator_id is None:
+            deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
+            self.coordinator_id = await self.client.find_coordinator(self.group_id, 0, deadline)
+            self.last_heartbeat_ok_ms = now_ms()
         return self.coordinator_id
 
     def coordinator_dead(self, why: str) -> None:

@@ -65,6 +65,14 @@ class IllegalStateError(ClientError):
     """The call is not valid in the client's current state."""
 
 
+class ProducerFencedError(KafkaError):
+    """A newer producer with the same transactional.id (or a transaction timeout) fenced this one: fatal."""
+
+
+class TransactionAbortedError(ClientError):
+    """The record was not sent: its transaction was aborted first."""
+
+
 class ClosedError(IllegalStateError):
     """The client is closed."""
 

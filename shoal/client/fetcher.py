@@ -9,7 +9,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
-from shoal.protocol.record_batch import iter_batches, iter_records
+from shoal.protocol.record_batch import (
+    CONTROL_ABORT,
+    TRANSACTIONAL_MASK,
+    control_type,
+    iter_batches,
+    iter_records,
+)
 
 from .errors import KafkaConnectionError, KafkaTimeoutError, error_for
 from .protocol import FETCH, request_class
@@ -28,13 +34,19 @@ class CompletedFetch:
     Records before ``fetch_offset`` (a batch may start earlier) and control batches
     are skipped.  ``next_offset`` is where the next fetch must start once this is
     drained: past the last batch, even if its tail records were all skipped.
+
+    At read_committed the broker lists the aborted transactions overlapping the
+    data; as Kafka's client does, a producer's batches are dropped from its
+    aborted transaction's first offset until its ABORT marker.
     """
 
-    def __init__(self, tp: TopicPartition, fetch_offset: int, data: Any, high_watermark: int = -1) -> None:
+    def __init__(self, tp: TopicPartition, fetch_offset: int, data: Any, high_watermark: int = -1,
+                 aborted: list[tuple[int, int]] | None = None) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.next_offset = fetch_offset
         self.high_watermark = high_watermark
+        self._aborted = sorted(aborted) if aborted else []  # (first offset, producer id)
         self._data = data
         self._iter: Iterator[ConsumerRecord | int] = self._records()
         self._peeked: ConsumerRecord | None = None
@@ -42,10 +54,21 @@ class CompletedFetch:
 
     def _records(self) -> Iterator[ConsumerRecord | int]:
         tp = self.tp
+        pending = self._aborted
+        aborted_pids: set[int] = set()
         for h in iter_batches(self._data):
+            while pending and pending[0][0] <= h.last_offset:
+                aborted_pids.add(pending.pop(0)[1])
             if h.last_offset < self.fetch_offset:
                 continue
-            if not h.attributes & CONTROL_MASK:
+            skip = False
+            if aborted_pids and h.attributes & TRANSACTIONAL_MASK and h.producer_id in aborted_pids:
+                if h.attributes & CONTROL_MASK:
+                    if control_type(self._data, h) == CONTROL_ABORT:
+                        aborted_pids.discard(h.producer_id)
+                else:
+                    skip = True
+            if not skip and not h.attributes & CONTROL_MASK:
                 ts_type = 1 if h.attributes & TIMESTAMP_TYPE_MASK else 0
                 for r in iter_records(self._data, h):
                     if r.offset < self.next_offset:
@@ -258,7 +281,8 @@ class Fetcher:
                     st.log_start_offset = p.log_start_offset
                     data = p.records
                     if data is not None and len(data) > 0:
-                        self.buffer.add(CompletedFetch(tp, st.position, data, p.high_watermark))
+                        aborted = [(a.first_offset, a.producer_id) for a in p.aborted_transactions or ()]
+                        self.buffer.add(CompletedFetch(tp, st.position, data, p.high_watermark, aborted))
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     self.reset_requests.append(tp)
                 elif code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

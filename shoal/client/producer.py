@@ -1,4 +1,11 @@
-"""The asyncio producer core: partitioning, batching, the sender loop, retries."""
+"""The asyncio producer core: partitioning, batching, the sender loop, retries, idempotence, transactions.
+
+Idempotence (on by default, as in Kafka 3+) stamps every batch with the
+producer id, epoch and a per-partition sequence, so the broker drops retried
+duplicates and refuses gaps. A transactional producer (``transactional.id``)
+adds the transaction protocol on top (see ``transactions.py``): the sender
+adds each partition to the transaction before its first batch goes out.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +21,24 @@ from shoal.protocol.errors import ErrorCode, is_retriable
 from .accumulator import COMPRESSION_CODES, DeliveryCallback, PendingRecord, ProducerBatch, RecordAccumulator
 from .cluster import KafkaClient, now_ms
 from .config import PRODUCER_DEFAULTS, make_config
-from .errors import ClosedError, KafkaConnectionError, KafkaTimeoutError, error_for
+from .errors import (
+    ClosedError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    TransactionAbortedError,
+    error_for,
+)
 from .partitioner import DefaultPartitioner
-from .protocol import PRODUCE, request_class
-from .structs import RecordMetadata, TopicPartition
+from .protocol import INIT_PRODUCER_ID, PRODUCE, request_class
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
+from .transactions import TransactionManager, as_group_metadata
 
 log = logging.getLogger(__name__)
+
+# Sequence errors: the broker lost track of this producer (KIP-360: the epoch must be bumped).
+_SEQUENCE_ERRORS = {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID,
+                    ErrorCode.INVALID_PRODUCER_EPOCH}
 
 _METADATA_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
@@ -58,10 +77,17 @@ class AIOProducer:
         self.partitioner = cfg["partitioner"] or DefaultPartitioner()
         self.client = KafkaClient(cfg)
         self.accumulator: RecordAccumulator | None = None
-        # Seams for idempotence: the producer id/epoch and the next sequence per partition.
+        self.transactional_id: str | None = cfg["transactional.id"]
+        self.idempotent = self._resolve_idempotence()
+        self.txn = (TransactionManager(self.client, cfg, self.transactional_id, self._wake)
+                    if self.transactional_id else None)
+        # Idempotence: the producer id/epoch (the transaction manager's when transactional)
+        # and the next sequence per partition, for that id and epoch.
         self.producer_id = -1
         self.producer_epoch = -1
         self.sequences: dict[TopicPartition, int] = {}
+        self._acked: dict[TopicPartition, int] = {}  # last sequence the broker confirmed, per partition
+        self._pid_reset_needed = False
         self._sender: asyncio.Task | None = None
         self._wakeup: asyncio.Event | None = None
         self._in_flight: dict[int, int] = {}
@@ -71,16 +97,132 @@ class AIOProducer:
         self._node_write_locks: dict[int, asyncio.Lock] = {}
         self._started = False
 
+    def _resolve_idempotence(self) -> bool:
+        cfg = self.config
+        conflicts = []
+        if self.acks != -1:
+            conflicts.append("acks=all")
+        if int(cfg["retries"]) == 0:
+            conflicts.append("retries > 0")
+        if int(cfg["max.in.flight.requests.per.connection"]) > 5:
+            conflicts.append("max.in.flight.requests.per.connection <= 5")
+        wanted = cfg["enable.idempotence"]
+        if wanted is None:
+            if not self.transactional_id:
+                return not conflicts  # Kafka: silently off when the other settings rule it out
+            wanted = True
+        if not wanted and self.transactional_id:
+            raise ValueError("transactional.id requires enable.idempotence=true")
+        if wanted and conflicts:
+            raise ValueError(f"enable.idempotence requires {', '.join(conflicts)}")
+        return bool(wanted)
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
     async def start(self) -> None:
-        """Connect to the cluster and start the sender."""
+        """Connect to the cluster and start the sender (and get a producer id when idempotent)."""
         if self._started:
             return
         cfg = self.config
         self.accumulator = RecordAccumulator(cfg["batch.size"], cfg["linger.ms"], cfg["buffer.memory"])
         self._wakeup = asyncio.Event()
         await self.client.refresh_metadata([])
+        if self.idempotent and self.txn is None:
+            await self._init_producer_id()
         self._sender = asyncio.get_running_loop().create_task(self._run_sender())
         self._started = True
+
+    async def _init_producer_id(self) -> None:
+        """An idempotent (not transactional) producer's id: a fresh one from any broker."""
+        cls = request_class(INIT_PRODUCER_ID)
+        deadline = now_ms() + int(self.config["max.block.ms"])
+        while True:
+            try:
+                conn = await self.client.any_conn()
+                resp = await conn.send(cls(transactional_id=None,
+                                           transaction_timeout_ms=int(self.config["transaction.timeout.ms"]),
+                                           producer_id=-1, producer_epoch=-1))
+                if resp.error_code == 0:
+                    self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+                    self._reset_sequences()
+                    return
+                if not is_retriable(resp.error_code):
+                    raise error_for(resp.error_code, "InitProducerId")
+            except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+                log.debug("InitProducerId failed: %r", e)
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError("no producer id within max.block.ms")
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+
+    def _reset_sequences(self) -> None:
+        """A new producer id or epoch: every partition's sequence starts again at 0."""
+        self.sequences.clear()
+        self._acked.clear()
+
+    def _ids(self) -> tuple[int, int]:
+        if self.txn is not None:
+            return self.txn.producer_id, self.txn.producer_epoch
+        return self.producer_id, self.producer_epoch
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _require_txn(self) -> TransactionManager:
+        if self.txn is None:
+            raise IllegalStateError("transactional.id is not set: this producer is not transactional")
+        return self.txn
+
+    async def init_transactions(self) -> None:
+        """Register the transactional.id: fences older producers with it and finishes their transactions."""
+        txn = self._require_txn()
+        if not self._started:
+            await self.start()
+        await txn.init()
+        self._reset_sequences()
+
+    def begin_transaction(self) -> None:
+        self._require_txn().begin()
+
+    async def send_offsets_to_transaction(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata | int],
+        group: str | ConsumerGroupMetadata,
+    ) -> None:
+        """Commit a consumer's offsets as part of the transaction (consume-transform-produce)."""
+        norm = {TopicPartition(tp[0], tp[1]): om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+                for tp, om in offsets.items()}
+        await self._require_txn().send_offsets(norm, as_group_metadata(group))
+
+    async def commit_transaction(self) -> None:
+        """Send what is buffered, then commit; raises the error if the transaction must be aborted."""
+        txn = self._require_txn()
+        txn.begin_commit()
+        with contextlib.suppress(KafkaTimeoutError):
+            await self.flush()
+        if txn.has_error:
+            assert txn.error is not None
+            raise txn.error
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Drop what is not sent yet, wait for what is in flight, then abort."""
+        txn = self._require_txn()
+        txn.begin_abort()
+        if self.accumulator is not None:
+            with self.accumulator.lock:
+                queued = list(self.accumulator.all_batches())
+                self.accumulator.batches.clear()
+                for b in queued:
+                    self.accumulator.release(b)
+            for b in queued:
+                b.fail(TransactionAbortedError("the transaction was aborted before the record was sent"))
+        waiters = [b.waiter() for b in self._in_flight_batches if not b.done]
+        if waiters:
+            await asyncio.gather(*waiters, return_exceptions=True)
+        await txn.end(commit=False)
+        if txn.needs_epoch_bump:
+            await txn.init(bump=True)
+            self._reset_sequences()
 
     async def __aenter__(self) -> AIOProducer:
         await self.start()
@@ -106,6 +248,8 @@ class AIOProducer:
         """Enqueue one record; returns the future of its ``RecordMetadata``."""
         if self._closed:
             raise ClosedError("producer is closed")
+        if self.txn is not None:
+            self.txn.check_can_send()
         if not self._started:
             await self.start()
         assert self.accumulator is not None and self._wakeup is not None
@@ -223,16 +367,28 @@ class AIOProducer:
         assert self.accumulator is not None and self._wakeup is not None
         acc = self.accumulator
         max_in_flight = self.config["max.in.flight.requests.per.connection"]
+        txn = self.txn
         while True:
             now = now_ms()
             self._expire(now)
+            if txn is not None and txn.has_error:
+                self._fail_queued(txn.error or TransactionAbortedError("the transaction failed"))
+            if self._pid_reset_needed:
+                if any(self._in_flight.values()):
+                    await self._wait_for_wakeup(0.005)
+                    continue
+                await self._reset_producer_id()
             by_node: dict[int, list[ProducerBatch]] = {}
             need_meta = False
+            need_add: list[TopicPartition] = []
             # Clear before looking, so that an append from another thread after the look wakes us.
             self._wakeup.clear()
             with acc.lock:
                 for tp in list(acc.ready(now, self._closed)):
                     if tp in self._muted:
+                        continue
+                    if txn is not None and tp not in txn.partitions:
+                        need_add.append(tp)  # its batches wait until it joins the transaction
                         continue
                     leader = self.client.cluster.leader_for(tp.topic, tp.partition)
                     if leader < 0:
@@ -246,6 +402,9 @@ class AIOProducer:
                     by_node.setdefault(leader, []).append(b)
             for node, batches in by_node.items():
                 self._dispatch(node, batches)
+            if need_add and txn is not None and not txn.has_error:
+                for tp in need_add:
+                    txn.need_partition(tp)
             if need_meta:
                 with contextlib.suppress(Exception):
                     await self.client.refresh_metadata()
@@ -256,8 +415,38 @@ class AIOProducer:
             timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
             if deadline is not None and timeout == 0.0 and not by_node:
                 timeout = 0.001  # ready but blocked on in-flight: wait for a response or a tick
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            await self._wait_for_wakeup(timeout)
+
+    async def _wait_for_wakeup(self, timeout: float | None) -> None:
+        assert self._wakeup is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    def _fail_queued(self, exc: BaseException) -> None:
+        """A transaction in error: nothing queued may be sent any more."""
+        assert self.accumulator is not None
+        with self.accumulator.lock:
+            queued = list(self.accumulator.all_batches())
+            self.accumulator.batches.clear()
+            for b in queued:
+                self.accumulator.release(b)
+        for b in queued:
+            b.fail(exc)
+
+    async def _reset_producer_id(self) -> None:
+        """After a sequence error: a new producer id, sequences from 0, unsent retries re-stamped."""
+        assert self.accumulator is not None
+        self._pid_reset_needed = False
+        try:
+            await self._init_producer_id()
+        except Exception as e:  # noqa: BLE001 - fail what waits rather than the sender
+            self._fail_queued(e)
+            return
+        with self.accumulator.lock:
+            for b in self.accumulator.all_batches():
+                if b.payload is not None:
+                    b.payload = None
+                    b.base_sequence = -1
 
     def _expire(self, now: int) -> None:
         assert self.accumulator is not None
@@ -273,13 +462,15 @@ class AIOProducer:
             b.fail(KafkaTimeoutError(f"expiring {len(b.records)} record(s) for {b.tp}: delivery.timeout.ms elapsed"))
 
     def _dispatch(self, node: int, batches: list[ProducerBatch]) -> None:
+        pid, epoch = self._ids()
         for b in batches:
             if b.payload is None:
-                # The idempotence seam: stamp producer id/epoch/sequence before the first send.
-                b.producer_id, b.producer_epoch = self.producer_id, self.producer_epoch
-                if self.producer_id >= 0:
+                # Stamp producer id/epoch/sequence once, before the first send: retries resend the same bytes.
+                b.producer_id, b.producer_epoch = pid, epoch
+                b.is_transactional = self.txn is not None
+                if pid >= 0:
                     b.base_sequence = self.sequences.get(b.tp, 0)
-                    self.sequences[b.tp] = b.base_sequence + len(b.records)
+                    self.sequences[b.tp] = (b.base_sequence + len(b.records)) & 0x7FFFFFFF
             b.encode(self.compression)
             if self.config["max.in.flight.requests.per.connection"] == 1:
                 self._muted.add(b.tp)
@@ -296,7 +487,7 @@ class AIOProducer:
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append(
                 cls.PartitionProduceData(index=b.tp.partition, records=b.payload))
-        req = cls(transactional_id=None, acks=self.acks, timeout_ms=self.config["request.timeout.ms"],
+        req = cls(transactional_id=self.transactional_id, acks=self.acks, timeout_ms=self.config["request.timeout.ms"],
                   topic_data=[cls.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()])
         try:
             # Requests to a node must hit the wire in the order their batches were drained,
@@ -323,6 +514,7 @@ class AIOProducer:
             for b in batches:
                 self._done(b)
                 b.fail(e)
+                self._batch_failed(getattr(e, "code", None), e)
             return
         finally:
             self._in_flight[node] -= 1
@@ -333,17 +525,41 @@ class AIOProducer:
                 b = index.pop(TopicPartition(t.name, p.index), None)
                 if b is None:
                     continue
-                if p.error_code == 0:
+                if p.error_code == 0 or p.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                     self._done(b)
+                    if b.base_sequence >= 0 and b.producer_id == self._ids()[0]:
+                        self._acked[b.tp] = b.base_sequence + len(b.records) - 1
                     b.complete(p.base_offset, p.log_append_time_ms)
+                elif p.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unacked(b):
+                    # An earlier batch of the partition is still being retried and reached the broker
+                    # after this one (Java's canRetry): send this one again after it.
+                    self._retry_or_fail(b, error_for(p.error_code), refresh=False)
                 elif is_retriable(p.error_code):
                     self._retry_or_fail(b, error_for(p.error_code), refresh=p.error_code in _METADATA_ERRORS)
                 else:
                     self._done(b)
-                    b.fail(error_for(p.error_code, f"produce to {b.tp}"))
+                    err = error_for(p.error_code, f"produce to {b.tp}")
+                    b.fail(err)
+                    self._batch_failed(p.error_code, err)
         for b in index.values():
             self._done(b)
             b.fail(error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"no response for {b.tp}"))
+
+    def _earlier_unacked(self, b: ProducerBatch) -> bool:
+        acked = self._acked.get(b.tp, -1)
+        return b.producer_id == self._ids()[0] and b.base_sequence > acked + 1
+
+    def _batch_failed(self, code: int | None, exc: BaseException) -> None:
+        """A batch failed for good. Its sequence is now a hole the broker will never fill, so a
+        transaction must be aborted (with an epoch bump) and an idempotent producer needs a new id."""
+        if self.txn is not None:
+            self.txn.batch_error(code if code is not None else ErrorCode.UNKNOWN_SERVER_ERROR, exc)
+            if code not in _SEQUENCE_ERRORS and code not in (ErrorCode.PRODUCER_FENCED,
+                                                              ErrorCode.INVALID_PRODUCER_EPOCH):
+                self.txn.needs_epoch_bump = True  # the batch may still land: fence it (KAFKA-14053)
+        elif self.idempotent:
+            self._pid_reset_needed = True
+            self._wake()
 
     def _write_order(self, node: int) -> asyncio.Lock:
         lock = self._node_write_locks.get(node)
@@ -364,6 +580,7 @@ class AIOProducer:
         if b.attempts > self.config["retries"] or now - b.created_ms > self.config["delivery.timeout.ms"]:
             self._done(b)
             b.fail(exc)
+            self._batch_failed(getattr(exc, "code", None), exc)
             return
         b.retry_after_ms = now + self.config["retry.backoff.ms"]
         self._muted.discard(b.tp)

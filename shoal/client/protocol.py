@@ -19,6 +19,8 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
 CREATE_PARTITIONS, DELETE_GROUPS, OFFSET_DELETE, DESCRIBE_CLUSTER = 37, 42, 47, 60
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
+TXN_OFFSET_COMMIT = 28
 
 # Versions above these change the request's shape in ways this client does not build
 # (topic ids instead of names in Fetch v13+, batched groups in OffsetFetch v8+, ...).
@@ -29,6 +31,11 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     METADATA: 12,
     PRODUCE: 11,
     API_VERSIONS: 3,
+    # Transaction version 2 (KIP-890 part 2: EndTxn v5) is not implemented; v4+ of
+    # AddPartitionsToTxn is the brokers' batched form.
+    END_TXN: 4,
+    ADD_PARTITIONS_TO_TXN: 3,
+    TXN_OFFSET_COMMIT: 4,
 }
 
 

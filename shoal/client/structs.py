@@ -11,6 +11,7 @@ __all__ = [
     "OffsetAndMetadata",
     "RecordMetadata",
     "ConsumerRecord",
+    "ConsumerGroupMetadata",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
 ]
@@ -49,3 +50,12 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership, for ``send_offsets_to_transaction`` (KIP-447 fencing)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

@@ -14,7 +14,7 @@ from .accumulator import DeliveryCallback, RecordFuture
 from .consumer import AIOConsumer
 from .errors import ClosedError
 from .producer import AIOProducer
-from .structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 T = TypeVar("T")
 
@@ -52,8 +52,8 @@ class Producer:
     """
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._core = AIOProducer(config, **kwargs)  # validates the config before a thread starts
         self._lt = _LoopThread("shoal-producer")
-        self._core = AIOProducer(config, **kwargs)
         self.config = self._core.config
         try:
             self._lt.run(self._core.start())
@@ -75,6 +75,8 @@ class Producer:
         core = self._core
         if core._closed:
             raise ClosedError("producer is closed")
+        if core.txn is not None:
+            core.txn.check_can_send()
         rec = core.make_record(key, value, headers, timestamp_ms, on_delivery)
         parts = core.client.cluster.partitions_for(topic)
         if parts is None:  # unknown topic: fetch its metadata on the loop (blocks up to max.block.ms)
@@ -99,6 +101,23 @@ class Producer:
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._lt.run(self._core.partitions_for(topic))
+
+    # Transactions (transactional.id set): see AIOProducer.
+    def init_transactions(self) -> None:
+        self._lt.run(self._core.init_transactions())
+
+    def begin_transaction(self) -> None:
+        self._lt.run(_as_coro(self._core.begin_transaction))
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, OffsetAndMetadata | int],
+                                    group: str | ConsumerGroupMetadata) -> None:
+        self._lt.run(self._core.send_offsets_to_transaction(offsets, group))
+
+    def commit_transaction(self) -> None:
+        self._lt.run(self._core.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        self._lt.run(self._core.abort_transaction())
 
     def close(self, timeout: float | None = None) -> None:
         if self._lt.loop.is_closed():
@@ -239,6 +258,11 @@ class Consumer:
     @property
     def group_generation(self) -> tuple[int, str]:
         return self._core.group_generation
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self._core.group_metadata()
+
+    consumer_group_metadata = group_metadata  # confluent-kafka's name
 
     def close(self, autocommit: bool = True) -> None:
         if self._lt.loop.is_closed():

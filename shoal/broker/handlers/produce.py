@@ -83,6 +83,7 @@ def register(broker: Broker) -> None:
         try:
             result = plog.append(buf, now, headers=headers, origin=AppendOrigin.CLIENT)
         except ProducerStateError as e:
+            log.info("produce to %s-%d refused: %s", topic, index, e)
             return _error(index, e.error_code, str(e))
         if result.duplicate:  # a retry of a batch already appended: the offsets it got then
             return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
