@@ -1,4 +1,4 @@
-"""The `shoal` command: serve | groups list|describe | offsets dump."""
+"""The `shoal` command: serve | groups list|describe | offsets dump | transactions ..."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from shoal.tools.cli import add_groups_parser, add_offsets_parser
+from shoal.tools.cli import add_groups_parser, add_offsets_parser, add_transactions_parser
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve)
     add_groups_parser(sub)
     add_offsets_parser(sub)
+    add_transactions_parser(sub)
     return parser
 
 

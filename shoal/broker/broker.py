@@ -203,13 +203,12 @@ class Broker:
                  "segment.bytes": self.config.get("transaction.state.log.segment.bytes")})
         return info
 
-    def verify_transactional_write(self, ctx: RequestContext, transactional_id: str | None, h: BatchHeader,
+    def verify_transactional_write(self, ctx: RequestContext, transactional_id: str, h: BatchHeader,
                                    topic: str, partition: int, plog: PartitionLog) -> ErrorCode:
         """KIP-890 part 1: the first transactional batch of a producer in a partition must belong to
         its open transaction, so a late batch cannot start a transaction nobody will end."""
         entry = plog.producer_state.producers.get(h.producer_id)
-        if transactional_id is None or (entry is not None and entry.current_txn_first_offset >= 0
-                                        and entry.epoch == h.producer_epoch):
+        if entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == h.producer_epoch:
             return ErrorCode.NONE
         code = self.txn_coordinators.verify(transactional_id, h.producer_id, h.producer_epoch, topic, partition)
         if code == ErrorCode.NONE:

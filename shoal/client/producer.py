@@ -209,13 +209,7 @@ class AIOProducer:
         txn = self._require_txn()
         txn.begin_abort()
         if self.accumulator is not None:
-            with self.accumulator.lock:
-                queued = list(self.accumulator.all_batches())
-                self.accumulator.batches.clear()
-                for b in queued:
-                    self.accumulator.release(b)
-            for b in queued:
-                b.fail(TransactionAbortedError("the transaction was aborted before the record was sent"))
+            self._fail_queued(TransactionAbortedError("the transaction was aborted before the record was sent"))
         waiters = [b.waiter() for b in self._in_flight_batches if not b.done]
         if waiters:
             await asyncio.gather(*waiters, return_exceptions=True)
@@ -354,11 +348,7 @@ class AIOProducer:
         for t in list(self._in_flight_tasks):
             t.cancel()
         if self.accumulator is not None:
-            with self.accumulator.lock:
-                left = list(self.accumulator.all_batches())
-                self.accumulator.batches.clear()
-            for b in left:
-                b.fail(ClosedError("producer closed before the record was sent"))
+            self._fail_queued(ClosedError("producer closed before the record was sent"))
         await self.client.close()
 
     # -- sender ------------------------------------------------------------------------
@@ -423,7 +413,7 @@ class AIOProducer:
             await asyncio.wait_for(self._wakeup.wait(), timeout)
 
     def _fail_queued(self, exc: BaseException) -> None:
-        """A transaction in error: nothing queued may be sent any more."""
+        """Fail every batch not sent yet (a transaction in error or aborted, or the producer closing)."""
         assert self.accumulator is not None
         with self.accumulator.lock:
             queued = list(self.accumulator.all_batches())

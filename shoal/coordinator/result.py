@@ -57,3 +57,27 @@ class CoordinatorResult:
             for key, value in b.records:
                 self.add_record(key, value, b.producer_id, b.producer_epoch)
         self.markers.extend(other.markers)
+
+
+class ResultCollector:
+    """What a shard's step accumulates: `_begin()` opens a result, `_end()` hands it over."""
+
+    _out: CoordinatorResult | None = None
+
+    def _begin(self) -> None:
+        if self._out is None:
+            self._out = CoordinatorResult()
+
+    def _end(self) -> CoordinatorResult:
+        out, self._out = self._out, None
+        assert out is not None
+        return out
+
+
+def int_settings_from_properties(settings: Any, props: dict[str, str]) -> Any:
+    """Set each int field of a settings dataclass from its Kafka dotted property name, if given."""
+    for name in settings.__dataclass_fields__:
+        dotted = name.replace("_", ".")
+        if dotted in props:
+            setattr(settings, name, int(props[dotted]))
+    return settings

@@ -1,4 +1,4 @@
-"""Argument parsing and entry points of `shoal groups` and `shoal offsets`.
+"""Argument parsing and entry points of `shoal groups`, `shoal offsets` and `shoal transactions`.
 
 Kept light (argparse only at import) so that `shoal serve` does not pay for it.
 Failures are one line on stderr and exit status 1, never a traceback.
@@ -104,3 +104,93 @@ def add_offsets_parser(sub: argparse._SubParsersAction) -> None:
     dump.add_argument("--partition", type=int, default=None, metavar="N",
                       help="only this partition of __consumer_offsets")
     dump.set_defaults(func=lambda a: _run(_offsets_dump, a, "shoal offsets dump"))
+
+
+def _txn_list(args: argparse.Namespace) -> int:
+    from shoal.tools.transactions import format_list, list_transactions
+    from shoal.tools.wire import ToolClient
+
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        print(format_list(list_transactions(client)))
+    return 0
+
+
+def _txn_describe(args: argparse.Namespace) -> int:
+    from shoal.tools.table import format_tab_table
+    from shoal.tools.transactions import DESCRIBE_HEADERS, describe_transaction
+    from shoal.tools.wire import ToolClient
+
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        print(format_tab_table(DESCRIBE_HEADERS, [describe_transaction(client, args.transactional_id)]))
+    return 0
+
+
+def _txn_producers(args: argparse.Namespace) -> int:
+    from shoal.tools.transactions import describe_producers, format_producers
+    from shoal.tools.wire import ToolClient
+
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        print(format_producers(describe_producers(client, [(args.topic, args.partition)], args.broker_id)))
+    return 0
+
+
+def _txn_find_hanging(args: argparse.Namespace) -> int:
+    from shoal.tools.transactions import find_hanging, format_hanging
+    from shoal.tools.wire import ToolClient
+
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        print(format_hanging(find_hanging(client, broker_id=args.broker_id, topic=args.topic,
+                                          partition=args.partition,
+                                          max_transaction_timeout_min=args.max_transaction_timeout)))
+    return 0
+
+
+def _txn_abort(args: argparse.Namespace) -> int:
+    from shoal.tools.transactions import abort_transaction
+    from shoal.tools.wire import ToolClient
+
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        abort_transaction(client, args.topic, args.partition, start_offset=args.start_offset,
+                          producer_id=args.producer_id, producer_epoch=args.producer_epoch,
+                          coordinator_epoch=args.coordinator_epoch)
+    return 0
+
+
+def add_transactions_parser(sub: argparse._SubParsersAction) -> None:
+    """`shoal transactions list|describe|describe-producers|find-hanging|abort` (kafka-transactions)."""
+    txn = sub.add_parser("transactions", help="inspect transactions, find and abort hanging ones "
+                                              "(as kafka-transactions)")
+    # Kafka's tool takes --bootstrap-server before the command; accept it on either side.
+    _add_bootstrap(txn)
+    tsub = txn.add_subparsers(dest="transactions_command", required=True)
+
+    def command(name: str, help_text: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = tsub.add_parser(name, help=help_text)
+        p.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT[,HOST:PORT...]")
+        p.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        p.set_defaults(func=lambda a: _run(fn, a, f"shoal transactions {name}"))
+        return p
+
+    command("list", "list transactions", _txn_list)
+    d = command("describe", "describe the state of an active transactional-id", _txn_describe)
+    d.add_argument("--transactional-id", required=True, help="transactional id")
+    dp = command("describe-producers", "describe the states of active producers for a topic partition",
+                 _txn_producers)
+    dp.add_argument("--broker-id", type=int, default=None,
+                    help="optional broker id to describe the producer state on a specific replica")
+    dp.add_argument("--topic", required=True, help="topic name")
+    dp.add_argument("--partition", type=int, required=True, help="partition number")
+    fh = command("find-hanging", "find hanging transactions", _txn_find_hanging)
+    fh.add_argument("--broker-id", type=int, default=None, help="broker id to search for hanging transactions")
+    fh.add_argument("--max-transaction-timeout", type=int, default=15,
+                    help="maximum transaction timeout in minutes to limit the scope of the search (default 15)")
+    fh.add_argument("--topic", default=None, help="topic name to limit search to")
+    fh.add_argument("--partition", type=int, default=None, help="partition number")
+    ab = command("abort", "abort a hanging transaction (requires administrative privileges)", _txn_abort)
+    ab.add_argument("--topic", required=True, help="topic name")
+    ab.add_argument("--partition", type=int, required=True, help="partition number")
+    ab.add_argument("--start-offset", type=int, default=None, help="start offset of the transaction to abort")
+    ab.add_argument("--producer-id", type=int, default=None, help="producer id (brokers older than 3.0)")
+    ab.add_argument("--producer-epoch", type=int, default=None, help="producer epoch (brokers older than 3.0)")
+    ab.add_argument("--coordinator-epoch", type=int, default=None,
+                    help="coordinator epoch (brokers older than 3.0)")

@@ -20,6 +20,17 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]], gap: 
     return "\n".join(lines)
 
 
+def format_tab_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """kafka-transactions' layout: each cell padded to its column's width, then a tab."""
+    cells = [[str(v) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, v in enumerate(row):
+            widths[i] = max(widths[i], len(v))
+    return "\n".join("".join(v.ljust(w) + "\t" for v, w in zip(row, widths, strict=True))
+                     for row in [list(headers), *cells])
+
+
 def compact_partitions(partitions: Iterable[tuple[str, int]]) -> str:
     """``[("t", 0), ("t", 1), ("u", 3)]`` -> ``"t(0,1),u(3)"`` (topics sorted); "-" when empty."""
     by_topic: dict[str, list[int]] = {}

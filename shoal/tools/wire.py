@@ -186,6 +186,7 @@ class ToolClient:
         self._bootstrap = parse_bootstrap(bootstrap)
         self._by_node: dict[int, BrokerConnection] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.last_coordinator = -1  # node id of the last coordinator found
         self._any = self._connect_bootstrap()
 
     def _connect_bootstrap(self) -> BrokerConnection:
@@ -237,22 +238,24 @@ class ToolClient:
         self.metadata([])
         return sorted(self.brokers)
 
-    def find_coordinator(self, group_id: str) -> BrokerConnection:
-        """The connection to ``group_id``'s group coordinator."""
+    def find_coordinator(self, key: str, key_type: int = 0) -> BrokerConnection:
+        """The connection to the coordinator of a group (key type 0) or a transactional id (1)."""
         conn = self._any
         v = conn.version(10)
         if v >= 4:
-            resp = conn.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]), v)
+            resp = conn.send(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]), v)
             c = resp.coordinators[0]
             code, node_id, host, port, msg = c.error_code, c.node_id, c.host, c.port, c.error_message
         else:
-            resp = conn.send(FindCoordinatorRequest(key=group_id, key_type=0), v)
+            resp = conn.send(FindCoordinatorRequest(key=key, key_type=key_type), v)
             code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
             msg = resp.error_message if v >= 1 else None
         if code != ErrorCode.NONE:
             detail = f" ({msg})" if msg else ""
-            raise ToolError(f"cannot find the coordinator of group {group_id!r}: {error_name(code)}{detail}")
+            what = "group" if key_type == 0 else "transactional id"
+            raise ToolError(f"cannot find the coordinator of {what} {key!r}: {error_name(code)}{detail}")
         self.brokers.setdefault(node_id, (host, port))
+        self.last_coordinator = node_id
         return self.node(node_id)
 
     def close(self) -> None:

@@ -333,3 +333,26 @@ def test_unload_answers_parked_requests_not_coordinator() -> None:
     _, token = h.end(1000, 0, True)
     h._take(h.shard.unload())
     assert h.parked[token].error_code == E.NOT_COORDINATOR
+
+
+def test_add_partitions_v4_batches_and_verify_only() -> None:
+    h = Harness(known={("a", 0), ("a", 1)})
+    h.init(tid="t1")
+    h.init(tid="t2")
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+    topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    req = AddPartitionsToTxnRequest(transactions=[
+        T(transactional_id="t1", producer_id=1000, producer_epoch=0, verify_only=False,
+          topics=[topic(name="a", partitions=[0])]),
+        T(transactional_id="t2", producer_id=1001, producer_epoch=0, verify_only=True,
+          topics=[topic(name="a", partitions=[1])]),
+        T(transactional_id="t2", producer_id=1001, producer_epoch=7, verify_only=False,
+          topics=[topic(name="a", partitions=[1])]),
+    ])
+    resp, _ = h.call(24, 5, req)
+    got = [(r.transactional_id, [(t.name, p.partition_index, p.partition_error_code)
+                                 for t in r.topic_results for p in t.results_by_partition])
+           for r in resp.results_by_transaction]
+    assert got == [("t1", [("a", 0, 0)]), ("t2", [("a", 1, E.TRANSACTION_ABORTABLE)]),
+                   ("t2", [("a", 1, E.PRODUCER_FENCED)])]
+    assert h.meta("t1").state == S.ONGOING and h.meta("t2").state == S.EMPTY

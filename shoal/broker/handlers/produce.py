@@ -77,6 +77,9 @@ def register(broker: Broker) -> None:
             return _error(index, ErrorCode.INVALID_RECORD, str(e))
         for h in headers:
             if h.is_transactional:
+                if transactional_id is None:  # as Kafka: transactional records need a transactional id
+                    return _error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                  "transactional records without a transactional id")
                 code = broker.verify_transactional_write(ctx, transactional_id, h, topic, index, plog)
                 if code != ErrorCode.NONE:
                     return _error(index, code)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shoal.coordinator.result import int_settings_from_properties
+
 # Kafka's GroupCoordinator constant: a new member (no heartbeat yet) is dropped
 # if its parked JoinGroup is not completed within this time.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
@@ -35,9 +37,4 @@ class GroupConfig:
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> GroupConfig:
         """Build from Kafka-style dotted properties; unknown keys are ignored."""
-        cfg = cls()
-        for name in cls.__dataclass_fields__:
-            dotted = name.replace("_", ".")
-            if dotted in props:
-                setattr(cfg, name, int(props[dotted]))
-        return cfg
+        return int_settings_from_properties(cls(), props)

@@ -14,6 +14,7 @@ answers UNSTABLE_OFFSET_COMMIT for it and the group's offsets do not expire.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shoal.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
@@ -168,6 +169,19 @@ class OffsetMetadataManager:
                 # A commit from a member counts as a heartbeat.
                 self.shard.classic.schedule_heartbeat(group, member, now_ms)
         expire = None if retention == -1 else now_ms + retention
+
+        def offset(p: Any, metadata: str) -> OffsetAndMetadata:
+            commit_ts = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else now_ms
+            return OffsetAndMetadata(offset=p.committed_offset,
+                                     leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
+                                     metadata=metadata, commit_timestamp=commit_ts, expire_timestamp=expire)
+
+        return offset_commit_response(self._emit_offsets(req.group_id, requested, offset))
+
+    def _emit_offsets(self, group_id: str, requested: list[tuple[str, Any]],
+                      offset: Callable[[Any, str], OffsetAndMetadata], producer_id: int = -1,
+                      producer_epoch: int = -1) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+        """Emit an offset record per requested partition (metadata size checked); their errors."""
         max_bytes = self.config.offset_metadata_max_bytes
         result = []
         for name, parts in requested:
@@ -177,18 +191,11 @@ class OffsetMetadataManager:
                 if len(metadata.encode("utf-8")) > max_bytes:
                     out.append((p.partition_index, E.OFFSET_METADATA_TOO_LARGE))
                     continue
-                commit_ts = now_ms
-                if v == 1 and p.commit_timestamp != -1:
-                    commit_ts = p.commit_timestamp
-                om = OffsetAndMetadata(
-                    offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
-                    metadata=metadata, commit_timestamp=commit_ts, expire_timestamp=expire,
-                )
-                self.shard.emit(*offset_commit_record(req.group_id, name, p.partition_index, om))
+                key, value = offset_commit_record(group_id, name, p.partition_index, offset(p, metadata))
+                self.shard.emit(key, value, producer_id, producer_epoch)
                 out.append((p.partition_index, E.NONE))
             result.append((name, out))
-        return offset_commit_response(result)
+        return result
 
     # ---------------------------------------------------------------- TxnOffsetCommit
     def commit_transactional(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
@@ -211,23 +218,13 @@ class OffsetMetadataManager:
             error = self._validate_commit(group, generation, member_id, instance_id, transactional=True)
             if error is not None:
                 return all_failed(error)
-        max_bytes = self.config.offset_metadata_max_bytes
-        result = []
-        for name, parts in requested:
-            out = []
-            for p in parts:
-                metadata = p.committed_metadata if p.committed_metadata is not None else ""
-                if len(metadata.encode("utf-8")) > max_bytes:
-                    out.append((p.partition_index, E.OFFSET_METADATA_TOO_LARGE))
-                    continue
-                om = OffsetAndMetadata(offset=p.committed_offset,
-                                       leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
-                                       metadata=metadata, commit_timestamp=now_ms)
-                key, value = offset_commit_record(req.group_id, name, p.partition_index, om)
-                self.shard.emit(key, value, req.producer_id, req.producer_epoch)
-                out.append((p.partition_index, E.NONE))
-            result.append((name, out))
-        return offset_commit_response(result, TxnOffsetCommitResponse)
+        def offset(p: Any, metadata: str) -> OffsetAndMetadata:
+            return OffsetAndMetadata(offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
+                                     metadata=metadata, commit_timestamp=now_ms)
+
+        return offset_commit_response(
+            self._emit_offsets(req.group_id, requested, offset, req.producer_id, req.producer_epoch),
+            TxnOffsetCommitResponse)
 
     # ---------------------------------------------------------------- OffsetFetch
     def fetch_group(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool

@@ -40,7 +40,7 @@ from shoal.coordinator.group.responses import (
     error_response,
 )
 from shoal.coordinator.group.state import GroupState, parse_state
-from shoal.coordinator.result import CoordinatorResult, Record, RequestContext
+from shoal.coordinator.result import CoordinatorResult, Record, RequestContext, ResultCollector
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
@@ -54,7 +54,7 @@ _LOAD_YIELD_EVERY = 50_000
 __all__ = ["CoordinatorResult", "GroupCoordinatorShard", "Record", "RequestContext"]
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(ResultCollector):
     """All classic groups and offsets of one `__consumer_offsets` partition."""
 
     def __init__(self, partition: int, config: GroupConfig | None = None, *,
@@ -66,20 +66,10 @@ class GroupCoordinatorShard:
         self.member_id_suffix: Callable[[], str] = member_id_suffix or (lambda: str(uuid.uuid4()))
         self.groups: dict[str, ClassicGroup] = {}
         self.timers = Timers()
-        self._out: CoordinatorResult | None = None
         self.classic = ClassicGroupManager(self)
         self.offset_manager = OffsetMetadataManager(self)
 
     # ================================================================ output
-    def _begin(self) -> None:
-        if self._out is None:
-            self._out = CoordinatorResult()
-
-    def _end(self) -> CoordinatorResult:
-        out, self._out = self._out, None
-        assert out is not None
-        return out
-
     def emit(self, key: bytes, value: bytes | None, producer_id: int = -1, producer_epoch: int = -1) -> None:
         """Record a change: queue the record for the log and apply it now.
 

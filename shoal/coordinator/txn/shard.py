@@ -35,7 +35,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shoal.coordinator.result import CoordinatorResult, RequestContext
+from shoal.coordinator.result import (
+    CoordinatorResult,
+    RequestContext,
+    ResultCollector,
+    int_settings_from_properties,
+)
 from shoal.coordinator.timers import Timers
 from shoal.coordinator.txn.records import (
     TopicPartition,
@@ -96,12 +101,7 @@ class TxnConfig:
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> TxnConfig:
-        cfg = cls()
-        for name in cls.__dataclass_fields__:
-            dotted = name.replace("_", ".")
-            if dotted in props:
-                setattr(cfg, name, int(props[dotted]))
-        return cfg
+        return int_settings_from_properties(cls(), props)
 
 
 @dataclass(slots=True)
@@ -149,7 +149,7 @@ class _Waiter:
     api_version: int
 
 
-class TransactionCoordinatorShard:
+class TransactionCoordinatorShard(ResultCollector):
     """All transactional ids of one `__transaction_state` partition."""
 
     def __init__(self, partition: int, config: TxnConfig | None = None, coordinator_epoch: int = 0, *,
@@ -165,18 +165,8 @@ class TransactionCoordinatorShard:
         self.txns: dict[str, TransactionMetadata] = {}
         self.timers = Timers()
         self._waiters: dict[str, list[_Waiter]] = {}
-        self._out: CoordinatorResult | None = None
 
     # ================================================================ output
-    def _begin(self) -> None:
-        if self._out is None:
-            self._out = CoordinatorResult()
-
-    def _end(self) -> CoordinatorResult:
-        out, self._out = self._out, None
-        assert out is not None
-        return out
-
     def _respond(self, token: Any, response: Any) -> None:
         assert self._out is not None
         self._out.responses.append((token, response))
