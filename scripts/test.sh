@@ -16,7 +16,7 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,spark]'
 
-.venv/bin/ruff check shoal tests bench
+.venv/bin/ruff check shoal pyspark_shoal tests bench
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -60,6 +60,8 @@ class ProducerBatch:
     base_sequence: int = -1
     is_transactional: bool = False
     sticky_topic: tuple[str, int] | None = None  # set when a null-key record opened this batch
+    # Rows handed over whole (``send_batch``): (timestamp, key, value, headers), no per-record futures.
+    rows: list[tuple[int, bytes | None, bytes | None, Any]] | None = None
     # The outcome, written once on the I/O loop.
     done: bool = False
     base_offset: int = -1
@@ -68,6 +70,11 @@ class ProducerBatch:
     _event: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _waiter: asyncio.Future | None = field(default=None, repr=False)
+
+    @property
+    def count(self) -> int:
+        """Records in the batch (rows handed over whole, or records appended one by one)."""
+        return len(self.rows) if self.rows is not None else len(self.records)
 
     def try_append(self, rec: PendingRecord, batch_size: int) -> bool:
         size = RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
@@ -83,7 +90,8 @@ class ProducerBatch:
         """The RecordBatch bytes.  The one place producer id/epoch/sequence enter a batch."""
         if self.payload is None:
             self.payload = build_batch(
-                [(r.timestamp, r.key, r.value, r.headers) for r in self.records],
+                self.rows if self.rows is not None else [(r.timestamp, r.key, r.value, r.headers)
+                                                         for r in self.records],
                 compression=compression,
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
@@ -285,6 +293,15 @@ class RecordAccumulator:
         b = self.batches[tp].popleft()
         b.closed = True
         return b
+
+    def append_batch(self, batch: ProducerBatch) -> None:
+        """Queue a whole, closed batch behind what ``tp`` already holds (``send_batch``)."""
+        q = self.batches.setdefault(batch.tp, deque())
+        if q:
+            q[-1].closed = True
+        batch.closed = True
+        q.append(batch)
+        self._grow(batch.size)
 
     def reenqueue(self, batch: ProducerBatch) -> None:
         """Put a batch back for a retry, ahead of the new ones; batches with sequences stay in

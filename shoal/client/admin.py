@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.assignors.types import TopicPartition as _TP  # noqa: F401 - same type as structs
+from shoal.protocol.errors import ErrorCode
 
 from . import assignment as ap
 from .cluster import KafkaClient, now_ms
@@ -20,7 +21,6 @@ from .protocol import (
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
     DESCRIBE_GROUPS,
-    FIND_COORDINATOR,
     LIST_GROUPS,
     OFFSET_COMMIT,
     OFFSET_DELETE,
@@ -126,23 +126,7 @@ class AIOAdminClient:
 
     async def _coordinator(self, group_id: str) -> int:
         await self.start()
-        cls = request_class(FIND_COORDINATOR)
-        deadline = now_ms() + self.config["default.api.timeout.ms"]
-        while True:
-            conn = await self.client.any_conn()
-            v = conn.version_for(FIND_COORDINATOR)
-            if v >= 4:
-                r = (await conn.send(cls(key_type=0, coordinator_keys=[group_id]), version=v)).coordinators[0]
-            else:
-                r = await conn.send(cls(key=group_id, key_type=0), version=v)
-            if r.error_code == 0:
-                from .cluster import BrokerInfo
-
-                self.client.cluster.brokers.setdefault(r.node_id, BrokerInfo(r.node_id, r.host, r.port))
-                return r.node_id
-            if r.error_code not in RETRY_CODES or now_ms() > deadline:
-                raise error_for(r.error_code, f"FindCoordinator {group_id}")
-            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+        return await self.client.find_coordinator(group_id, 0, now_ms() + self.config["default.api.timeout.ms"])
 
     async def _group_call(self, group_id: str, request: Any) -> Any:
         """Send to the group's coordinator, rediscovering it on coordinator errors."""
@@ -269,8 +253,10 @@ class AIOAdminClient:
                 out[r.group_id] = _err(r.error_code)
         return out
 
-    async def list_group_offsets(self, group_id: str, partitions: list[TopicPartition] | None = None
-                                 ) -> dict[TopicPartition, OffsetAndMetadata]:
+    async def list_group_offsets(self, group_id: str, partitions: list[TopicPartition] | None = None, *,
+                                 require_stable: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets of a group. With ``require_stable`` (KIP-447), offsets still pending in a
+        transaction are waited for (UNSTABLE_OFFSET_COMMIT is retried) instead of read as they were."""
         cls = request_class(OFFSET_FETCH)
         topics = None
         if partitions is not None:
@@ -278,18 +264,28 @@ class AIOAdminClient:
             for tp in partitions:
                 by.setdefault(tp[0], []).append(tp[1])
             topics = [cls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by.items()]
-        resp = await self._group_call(group_id, cls(group_id=group_id, topics=topics))
-        if getattr(resp, "error_code", 0):
-            raise error_for(resp.error_code, f"OffsetFetch {group_id}")
-        out = {}
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code:
-                    raise error_for(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
-                if p.committed_offset >= 0:
-                    out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                        p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1))
-        return out
+        deadline = now_ms() + self.config["default.api.timeout.ms"]
+        while True:
+            resp = await self._group_call(group_id, cls(group_id=group_id, topics=topics,
+                                                        require_stable=require_stable))
+            if getattr(resp, "error_code", 0):
+                raise error_for(resp.error_code, f"OffsetFetch {group_id}")
+            out = {}
+            unstable = False
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code == ErrorCode.UNSTABLE_OFFSET_COMMIT:
+                        unstable = True
+                    elif p.error_code:
+                        raise error_for(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
+                    elif p.committed_offset >= 0:
+                        out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                            p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1))
+            if not unstable:
+                return out
+            if now_ms() > deadline:
+                raise error_for(ErrorCode.UNSTABLE_OFFSET_COMMIT, f"OffsetFetch {group_id}")
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
 
     async def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata | int]
                                   ) -> dict[TopicPartition, KafkaError | None]:
@@ -303,9 +299,15 @@ class AIOAdminClient:
                 committed_metadata=om.metadata))
         req = cls(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
                   topics=[cls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by.items()])
-        resp = await self._group_call(group_id, req)
-        return {TopicPartition(t.name, p.partition_index): _err(p.error_code)
-                for t in resp.topics for p in t.partitions}
+        deadline = now_ms() + self.config["default.api.timeout.ms"]
+        while True:
+            resp = await self._group_call(group_id, req)
+            codes = {p.error_code for t in resp.topics for p in t.partitions}
+            # OffsetCommit reports coordinator errors per partition: retry them as _group_call does.
+            if not codes & RETRY_CODES or now_ms() > deadline:
+                return {TopicPartition(t.name, p.partition_index): _err(p.error_code)
+                        for t in resp.topics for p in t.partitions}
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
 
     async def delete_group_offsets(self, group_id: str, partitions: list[TopicPartition]
                                    ) -> dict[TopicPartition, KafkaError | None]:

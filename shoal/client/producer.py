@@ -32,7 +32,7 @@ from .errors import (
 from .partitioner import DefaultPartitioner
 from .protocol import INIT_PRODUCER_ID, PRODUCE, request_class
 from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
-from .transactions import TransactionManager, as_group_metadata
+from .transactions import TransactionManager, TxnState, as_group_metadata
 
 log = logging.getLogger(__name__)
 
@@ -174,10 +174,16 @@ class AIOProducer:
         return self.txn
 
     async def init_transactions(self) -> None:
-        """Register the transactional.id: fences older producers with it and finishes their transactions."""
+        """Register the transactional.id: fences older producers with it and finishes their transactions.
+
+        May be called again between transactions (or after being fenced) to take the id back as a
+        new producer would: a later epoch, fencing whoever holds it now.
+        """
         txn = self._require_txn()
         if not self._started:
             await self.start()
+        if txn.state in (TxnState.READY, TxnState.FATAL_ERROR):
+            txn.reset()
         await txn.init()
         self._reset_sequences()
 
@@ -302,6 +308,36 @@ class AIOProducer:
                 # partition when this one closes (by size or linger).
                 batch.sticky_topic = (topic, n)
             return batch, len(batch.records) - 1, new or batch.size >= acc.batch_size or acc.linger_ms == 0
+
+    async def send_batch(self, topic: str, partition: int,
+                         rows: list[tuple[int, bytes | None, bytes | None, Any]]) -> ProducerBatch:
+        """Queue ``rows`` — (timestamp ms, key bytes, value bytes, headers) — as one record batch of
+        ``topic``/``partition``, in order behind what is already queued there.
+
+        The bulk path for callers that already hold bytes (a Spark sink): no
+        serializer, partitioner or per-record future. Keep a batch within the
+        topic's max.message.bytes. ``flush()`` waits for it; so does
+        ``await batch.waiter()`` (then ``batch.error`` / ``batch.base_offset``).
+        """
+        if self._closed:
+            raise ClosedError("producer is closed")
+        if self.txn is not None:
+            self.txn.check_can_send()
+        if not self._started:
+            await self.start()
+        assert self.accumulator is not None and self._wakeup is not None
+        parts = self.client.cluster.partitions_for(topic)
+        if parts is None:
+            parts = await self.client.wait_for_topic(topic, self.config["max.block.ms"])
+        self.check_partition(topic, partition, len(parts))
+        if not self.accumulator.space.is_set():
+            await self.wait_for_space()
+        b = ProducerBatch(TopicPartition(topic, partition), now_ms(), rows=rows,
+                          size=sum(len(k or b"") + len(v or b"") for _, k, v, _ in rows) + 21 * len(rows) + 61)
+        with self.accumulator.lock:
+            self.accumulator.append_batch(b)
+        self._wakeup.set()
+        return b
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordMetadata:
         fut = await self.send(topic, value, key, **kw)
@@ -449,7 +485,7 @@ class AIOProducer:
                     self.accumulator.release(b)
                     expired.append(b)
         for b in expired:
-            b.fail(KafkaTimeoutError(f"expiring {len(b.records)} record(s) for {b.tp}: delivery.timeout.ms elapsed"))
+            b.fail(KafkaTimeoutError(f"expiring {b.count} record(s) for {b.tp}: delivery.timeout.ms elapsed"))
 
     def _dispatch(self, node: int, batches: list[ProducerBatch]) -> None:
         pid, epoch = self._ids()
@@ -460,7 +496,7 @@ class AIOProducer:
                 b.is_transactional = self.txn is not None
                 if pid >= 0:
                     b.base_sequence = self.sequences.get(b.tp, 0)
-                    self.sequences[b.tp] = (b.base_sequence + len(b.records)) & 0x7FFFFFFF
+                    self.sequences[b.tp] = (b.base_sequence + b.count) & 0x7FFFFFFF
             b.encode(self.compression)
             if self.config["max.in.flight.requests.per.connection"] == 1:
                 self._muted.add(b.tp)
@@ -518,7 +554,7 @@ class AIOProducer:
                 if p.error_code == 0 or p.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                     self._done(b)
                     if b.base_sequence >= 0 and b.producer_id == self._ids()[0]:
-                        self._acked[b.tp] = b.base_sequence + len(b.records) - 1
+                        self._acked[b.tp] = b.base_sequence + b.count - 1
                     b.complete(p.base_offset, p.log_append_time_ms)
                 elif p.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unacked(b):
                     # An earlier batch of the partition is still being retried and reached the broker

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from .accumulator import DeliveryCallback, RecordFuture
+from .accumulator import DeliveryCallback, ProducerBatch, RecordFuture
 from .consumer import AIOConsumer
 from .errors import ClosedError
 from .producer import AIOProducer
@@ -90,6 +90,12 @@ class Producer:
         if wake:
             self._lt.loop.call_soon_threadsafe(core._wakeup.set)
         return RecordFuture(batch, index)
+
+    def send_batch(self, topic: str, partition: int,
+                   rows: list[tuple[int, bytes | None, bytes | None, Any]]) -> ProducerBatch:
+        """Queue rows as one record batch (see ``AIOProducer.send_batch``); ``batch.wait()``,
+        ``batch.error`` and ``batch.base_offset`` tell how it went."""
+        return self._lt.run(self._core.send_batch(topic, partition, rows))
 
     def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordFuture:
         """Alias of ``send`` for confluent-kafka users."""

@@ -205,6 +205,18 @@ class TransactionManager:
             self.fatal(err)
             raise err
 
+    def reset(self) -> None:
+        """Back to UNINITIALIZED, to init again as a new producer of this transactional id."""
+        if self._adding is not None and not self._adding.done():
+            self._adding.cancel()
+        self.state = TxnState.UNINITIALIZED
+        self.partitions.clear()
+        self.pending.clear()
+        self.offsets_added = False
+        self.error = None
+        self.needs_epoch_bump = False
+        self.producer_id = self.producer_epoch = -1
+
     def begin(self) -> None:
         self._transition(TxnState.IN_TRANSACTION, TxnState.READY)
 

@@ -143,3 +143,27 @@ def test_idempotence_is_on_by_default(shoal):
         p.close()
     with pytest.raises(ValueError):
         Producer(bootstrap_servers=bs, acks="1", enable_idempotence=True)
+
+
+@pytest.mark.parametrize("transactional", [False, True])
+def test_send_batch_keeps_every_batch(shoal, transactional):
+    """Whole batches handed to the producer (the Spark sink's path) get their own sequences: none is taken
+    for a retry of the one before and dropped."""
+    bs = shoal.bootstrap
+    topic = f"sh-bulk-{transactional}"
+    create_topic(bs, topic, 2)
+    p = Producer(bootstrap_servers=bs, **({"transactional_id": "sh-bulk"} if transactional else {}))
+    try:
+        if transactional:
+            p.init_transactions()
+            p.begin_transaction()
+        sent = [p.send_batch(topic, part, [(1, None, b"%d-%d-%d" % (r, part, i), None) for i in range(50)])
+                for r in range(4) for part in (0, 1)]
+        if transactional:
+            p.commit_transaction()
+        else:
+            p.flush()
+        assert sorted(b.base_offset for b in sent) == sorted([0, 50, 100, 150] * 2)
+    finally:
+        p.close()
+    assert len(read_all(bs, topic, 2)) == 400

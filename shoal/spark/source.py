@@ -1,0 +1,313 @@
+"""The Kafka source: batch reads and streaming reads (micro-batches), as Spark's Kafka source.
+
+Planning runs on the driver (topics and partitions, start and end offsets);
+each Spark partition reads one offset range of one topic-partition on an
+executor, straight from record batches into Arrow.
+
+Offsets, in the checkpoint and in ``startingOffsets``, are Spark-Kafka's JSON:
+``{"topic": {"0": 23}}``. A streaming query:
+
+- starts from ``startingOffsets`` / ``startingTimestamp`` /
+  ``startingOffsetsByTimestamp`` (new queries only; a restart resumes from the
+  checkpoint); partitions and pattern-matched topics that appear later are read
+  from their earliest offset;
+- limits a micro-batch to ``maxOffsetsPerTrigger`` records, spread over the
+  partitions by their backlog, and waits for ``minOffsetsPerTrigger`` records up
+  to ``maxTriggerDelay``; ``Trigger.AvailableNow`` reads what was there when the
+  query started, in batches within those limits;
+- with ``commitOffsetsToGroup``, commits each finished batch's end offsets to
+  that consumer group, so lag tools see the query. Spark tells a source that a
+  batch finished only when it plans the next one, so the commit happens there
+  (and in ``commit``): the last batch is committed too, when the query
+  checks for new data after it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from shoal.spark.options import EARLIEST, LATEST, OptionError, SourceOptions, source_options
+
+Offsets = dict[tuple[str, int], int]
+
+
+class KafkaRange(InputPartition):
+    """One Spark partition: offsets [start, until) of one topic-partition."""
+
+    def __init__(self, topic: str, partition: int, start: int, until: int) -> None:
+        super().__init__((topic, partition, start, until))
+        self.topic, self.partition, self.start, self.until = topic, partition, start, until
+
+
+def to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (t, p), o in sorted(offsets.items()):
+        out.setdefault(t, {})[str(p)] = o
+    return out
+
+
+def from_json(data: dict[str, Any]) -> Offsets:
+    return {(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}
+
+
+class _Planner:
+    """Driver-side planning shared by the batch and the streaming reader."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._io: Any = None
+
+    @property
+    def io(self) -> Any:
+        if self._io is None:
+            from shoal.spark.kafka_io import KafkaIO
+
+            self._io = KafkaIO.shared(self.opts.client)
+        return self._io
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_io"] = None  # connections stay in the process that opened them
+        return state
+
+    def topic_partitions(self) -> list[tuple[str, int]]:
+        o = self.opts
+        if o.strategy == "assign":
+            counts = self.io.partitions(list(o.assign))
+            missing = [(t, p) for t, ps in o.assign.items() for p in ps if p >= counts.get(t, 0)]
+            if missing:
+                raise OptionError(f"Assigned partitions do not exist: {sorted(missing)}")
+            return sorted((t, p) for t, ps in o.assign.items() for p in ps)
+        counts = self.io.partitions(o.topics) if o.strategy == "subscribe" else self.io.matching(o.pattern)
+        return sorted((t, p) for t, n in counts.items() for p in range(n))
+
+    def list_offsets(self, tps: list[tuple[str, int]], spec: int) -> Offsets:
+        from shoal.client.structs import TopicPartition
+
+        res = self.io.list_offsets({TopicPartition(t, p): spec for t, p in tps}, self.opts.read_committed)
+        return {(tp.topic, tp.partition): off for tp, off in res.items()}
+
+    def resolve(self, tps: list[tuple[str, int]], which: str) -> Offsets:
+        """Concrete offsets for ``startingOffsets`` (which="starting") or ``endingOffsets`` ("ending")."""
+        spec = self.opts.starting if which == "starting" else self.opts.ending
+        if spec.kind == "earliest":
+            return self.list_offsets(tps, EARLIEST)
+        if spec.kind == "latest":
+            return self.list_offsets(tps, LATEST)
+        if spec.kind == "offsets":
+            given = {(t, p): o for t, ps in spec.offsets.items() for p, o in ps.items()}
+            if set(given) != set(tps):
+                raise OptionError(f"{which}Offsets must name every partition read: it names {sorted(given)}, "
+                                  f"the query reads {sorted(tps)}")
+            out = dict(given)
+            for spec_value in (EARLIEST, LATEST):
+                special = [tp for tp, o in given.items() if o == spec_value]
+                out.update(self.list_offsets(special, spec_value) if special else {})
+            return out
+        if spec.kind == "timestamp":
+            times = dict.fromkeys(tps, spec.timestamp)
+        else:
+            times = {(t, p): ts for t, ps in spec.offsets.items() for p, ts in ps.items()}
+            if set(times) != set(tps):
+                raise OptionError(f"{which}OffsetsByTimestamp must name every partition read: it names "
+                                  f"{sorted(times)}, the query reads {sorted(tps)}")
+        out = {}
+        for tp, ts in times.items():
+            found = self.list_offsets([tp], ts)[tp]
+            if found < 0:
+                if which == "starting" and self.opts.timestamp_strategy == "error":
+                    raise OptionError(f"No offset of {tp[0]}-{tp[1]} has a timestamp at or after {ts} "
+                                      "(startingOffsetsByTimestampStrategy=error)")
+                found = self.list_offsets([tp], LATEST)[tp]
+            out[tp] = found
+        return out
+
+    def ranges(self, start: Offsets, end: Offsets) -> list[KafkaRange]:
+        """Spark partitions for [start, end): one per topic-partition, split by ``minPartitions``."""
+        new = [tp for tp in end if tp not in start]
+        begin = dict(start)
+        if new:
+            begin.update(self.list_offsets(new, EARLIEST))
+        ranges = []
+        for tp, until in sorted(end.items()):
+            s = begin[tp]
+            if until < s:
+                if self.opts.fail_on_data_loss:
+                    raise OptionError(f"{tp[0]}-{tp[1]}: the end offset {until} is below the start offset {s} "
+                                      "(the topic was deleted or recreated?); set failOnDataLoss=false to go on")
+                continue
+            if until > s:
+                ranges.append((tp, s, until))
+        return self._split(ranges)
+
+    def _split(self, ranges: list[tuple[tuple[str, int], int, int]]) -> list[KafkaRange]:
+        want = self.opts.min_partitions
+        total = sum(u - s for _, s, u in ranges)
+        out = []
+        for (t, p), s, u in ranges:
+            parts = 1
+            if want and want > len(ranges) and total:
+                parts = max(round((u - s) / total * want), 1)
+            step = math.ceil((u - s) / parts)
+            for a in range(s, u, step):
+                out.append(KafkaRange(t, p, a, min(a + step, u)))
+        return out
+
+
+def read_range(opts: SourceOptions, part: KafkaRange) -> Iterator[Any]:
+    """Executor side: the rows of one offset range, as Arrow record batches."""
+    from shoal.client.cluster import now_ms
+    from shoal.client.errors import KafkaTimeoutError, error_for
+    from shoal.client.structs import TopicPartition
+    from shoal.protocol.errors import ErrorCode
+    from shoal.spark.arrow_records import decode_fetch
+    from shoal.spark.kafka_io import DataLossError, KafkaIO
+
+    io = KafkaIO.shared(opts.client)
+    tp = TopicPartition(part.topic, part.partition)
+    offset = part.start
+    last_progress = now_ms()
+    while offset < part.until:
+        f = io.fetch(tp, offset, opts.max_bytes, opts.read_committed)
+        if f.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if 0 <= offset < f.log_start_offset:
+                if opts.fail_on_data_loss:
+                    raise DataLossError(f"{tp.topic}-{tp.partition}: offsets {offset}-{f.log_start_offset - 1} "
+                                        "were deleted before they were read (failOnDataLoss=false skips them)")
+                offset = f.log_start_offset
+                continue
+            raise DataLossError(f"{tp.topic}-{tp.partition}: offset {offset} is past the log end "
+                                f"{f.high_watermark}: the topic may have been recreated")
+        if f.error:
+            raise error_for(f.error, f"fetch {tp.topic}-{tp.partition}")
+        if len(f.records):
+            d = decode_fetch(f.records, tp.topic, tp.partition, offset, part.until, aborted=f.aborted,
+                             include_headers=opts.include_headers)
+            if d.batch is not None:
+                yield d.batch
+            if d.next_offset > offset:
+                offset = d.next_offset
+                last_progress = now_ms()
+                continue
+        if now_ms() - last_progress > opts.poll_timeout_ms:
+            raise KafkaTimeoutError(f"{tp.topic}-{tp.partition}: nothing at offset {offset} for "
+                                    f"{opts.poll_timeout_ms} ms, although the plan reads up to {part.until}")
+        time.sleep(0.05)
+
+
+class KafkaBatchReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.opts = source_options(options, streaming=False)
+        self._planner = _Planner(self.opts)
+
+    def partitions(self) -> list[KafkaRange]:
+        tps = self._planner.topic_partitions()
+        start = self._planner.resolve(tps, "starting")
+        end = self._planner.resolve(tps, "ending")
+        return self._planner.ranges(start, end)
+
+    def read(self, partition: KafkaRange) -> Iterator[Any]:
+        return read_range(self.opts, partition)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.opts = source_options(options, streaming=True)
+        self._planner = _Planner(self.opts)
+        self._latest: Offsets = {}
+        self._target: Offsets | None = None  # Trigger.AvailableNow: read up to here
+        self._committed: Offsets | None = None
+        self._waiting_since: float | None = None
+
+    # -- offsets ------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        tps = self._planner.topic_partitions()
+        return to_json(self._planner.resolve(tps, "starting"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self._planner.topic_partitions()
+        self._target = self._planner.list_offsets(tps, LATEST)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = from_json(start)
+        self._commit_group(begin)  # `start` is the end of the last finished batch
+        tps = self._planner.topic_partitions()
+        latest = self._planner.list_offsets(tps, LATEST)
+        self._latest = dict(latest)
+        if self._target is not None:
+            latest = {tp: min(o, self._target[tp]) for tp, o in latest.items() if tp in self._target}
+        new = [tp for tp in latest if tp not in begin]
+        if new:
+            begin = {**begin, **self._planner.list_offsets(new, EARLIEST)}
+        end = {tp: max(o, begin.get(tp, o)) for tp, o in latest.items()}
+        for tp, o in begin.items():
+            end.setdefault(tp, o)  # a partition that vanished keeps its offset
+        if isinstance(limit, ReadAllAvailable):
+            return to_json(end)
+        backlog = sum(end[tp] - begin[tp] for tp in end)
+        if (self._target is None and self.opts.min_offsets_per_trigger
+                and backlog < self.opts.min_offsets_per_trigger):
+            now = time.monotonic()
+            if self._waiting_since is None:
+                self._waiting_since = now
+            if (now - self._waiting_since) * 1000 < self.opts.max_trigger_delay_ms:
+                return start  # not enough yet: no batch until there is, or maxTriggerDelay passed
+        self._waiting_since = None
+        if isinstance(limit, ReadMaxRows) and backlog > limit.max_rows:
+            end = _rate_limit(begin, end, limit.max_rows)
+        return to_json(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return to_json(self._latest) if self._latest else None
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
+        return self._planner.ranges(from_json(start), from_json(end))
+
+    def read(self, partition: KafkaRange) -> Iterator[Any]:
+        return read_range(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        self._commit_group(from_json(end))
+
+    def _commit_group(self, offsets: Offsets) -> None:
+        group = self.opts.commit_group
+        if not group or not offsets or offsets == self._committed:
+            return
+        from shoal.client.structs import TopicPartition
+
+        self._planner.io.commit(group, {TopicPartition(t, p): o for (t, p), o in offsets.items()})
+        self._committed = dict(offsets)
+
+    def stop(self) -> None:
+        pass
+
+
+def _rate_limit(begin: Offsets, end: Offsets, limit: int) -> Offsets:
+    """Spark-Kafka's rate limit: ``limit`` records spread over partitions in proportion to their backlog."""
+    sizes = {tp: end[tp] - begin[tp] for tp in end}
+    total = sum(sizes.values())
+    out = {}
+    for tp, size in sizes.items():
+        if size <= 0:
+            out[tp] = end[tp]
+            continue
+        prorate = limit * (size / total)
+        n = math.ceil(prorate) if prorate < 1 else math.floor(prorate)  # do not starve small partitions
+        out[tp] = min(end[tp], begin[tp] + n)
+    return out

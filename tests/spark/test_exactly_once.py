@@ -1,0 +1,96 @@
+"""The sink's exactly-once guarantee under faults: a streaming consume-transform-produce job
+(tests/spark/eos_job.py) is SIGKILLed mid-batch, between its tasks' commits and between batches, and one
+of its Python workers crashes, while input keeps arriving; each time it restarts from its checkpoint.
+A read_committed reader of the output then finds every input exactly once. The same harness with
+deliveryGuarantee=at_least_once finds duplicates, which shows the faults bite."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.interop.conftest import ShoalProcess
+from tests.interop.txn_helpers import create_topic, read_all
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+ROOT = Path(__file__).resolve().parents[2]
+TOTAL = 4000
+FAULTS = {"kill-mid", "kill-between-tasks", "worker-crash", "kill-between-batches"}
+
+
+def feed(bs: str, done: threading.Event) -> None:
+    """Input keeps arriving while the job runs and dies: 4,000 records over ~20 s."""
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    for i in range(TOTAL):
+        p.produce("eos-in", key=b"%d" % i, value=b"%d" % i, partition=i % 2)
+        if i % 200 == 199:
+            p.flush(10)
+            time.sleep(1)
+    p.flush(30)
+    done.set()
+
+
+def input_consumed(bs: str) -> bool:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": "eos-job"})
+    try:
+        got = c.committed([TopicPartition("eos-in", p) for p in range(2)], timeout=10)
+        return sum(max(tp.offset, 0) for tp in got) == TOTAL
+    finally:
+        c.close()
+
+
+def run_until_done(bs: str, tmp: Path, guarantee: str) -> tuple[int, set[str]]:
+    ckpt, state = tmp / "ckpt", tmp / "faults"
+    state.mkdir()
+    done = threading.Event()
+    threading.Thread(target=feed, args=(bs, done), daemon=True).start()
+    runs = 0
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        runs += 1
+        with open(tmp / f"job-{runs}.log", "w") as log:
+            job = subprocess.Popen([sys.executable, "-m", "tests.spark.eos_job", bs, str(ckpt), guarantee, str(state)],
+                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                rc = job.wait(300)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, 9)
+                raise
+        fired = set(os.listdir(state))
+        if rc == 0 and done.is_set() and fired == FAULTS and input_consumed(bs):
+            return runs, fired
+        if rc not in (0, -9):
+            raise AssertionError(f"job run {runs} failed (exit {rc}); see {tmp / f'job-{runs}.log'}")
+    raise AssertionError(f"the job did not finish in time ({runs} runs, faults fired: {sorted(os.listdir(state))})")
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_every_input_exactly_once_after_kills_and_crashes(tmp_path, guarantee):
+    broker = ShoalProcess(tmp_path / "data", overrides={"group.initial.rebalance.delay.ms": "0"}).start()
+    try:
+        bs = broker.bootstrap
+        create_topic(bs, "eos-in", 2)
+        create_topic(bs, "eos-out", 2)
+        runs, fired = run_until_done(bs, tmp_path, guarantee)
+        assert fired == FAULTS and runs >= 4  # three kills, then a clean run
+        out = Counter(read_all(bs, "eos-out", 2, timeout=60))
+        expected = {b"out-%d" % i for i in range(TOTAL)}
+        assert set(out) == expected, f"missing {len(expected - set(out))}, unexpected {len(set(out) - expected)}"
+        duplicated = {v: n for v, n in out.items() if n > 1}
+        if guarantee == "exactly_once":
+            assert not duplicated, f"{len(duplicated)} inputs written more than once"
+        else:
+            assert duplicated, "the faults caused no duplicate: the at-least-once run proves nothing"
+    finally:
+        broker.stop()
