@@ -18,5 +18,5 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test,spark]'
 
-.venv/bin/ruff check shoal pyspark_shoal tests bench
+.venv/bin/ruff check shoal pyspark_shoal tests bench examples
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

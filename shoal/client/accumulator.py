@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_batch import EncodedRecords, build_batch, build_batch_encoded
 
 from .structs import RecordMetadata, TopicPartition
 
@@ -60,8 +60,9 @@ class ProducerBatch:
     base_sequence: int = -1
     is_transactional: bool = False
     sticky_topic: tuple[str, int] | None = None  # set when a null-key record opened this batch
-    # Rows handed over whole (``send_batch``): (timestamp, key, value, headers), no per-record futures.
-    rows: list[tuple[int, bytes | None, bytes | None, Any]] | None = None
+    # Rows handed over whole (``send_batch``): (timestamp, key, value, headers), no per-record futures,
+    # or a records section the caller encoded itself.
+    rows: list[tuple[int, bytes | None, bytes | None, Any]] | EncodedRecords | None = None
     # The outcome, written once on the I/O loop.
     done: bool = False
     base_offset: int = -1
@@ -74,6 +75,8 @@ class ProducerBatch:
     @property
     def count(self) -> int:
         """Records in the batch (rows handed over whole, or records appended one by one)."""
+        if isinstance(self.rows, EncodedRecords):
+            return self.rows.count
         return len(self.rows) if self.rows is not None else len(self.records)
 
     def try_append(self, rec: PendingRecord, batch_size: int) -> bool:
@@ -88,6 +91,11 @@ class ProducerBatch:
 
     def encode(self, compression: int) -> bytes:
         """The RecordBatch bytes.  The one place producer id/epoch/sequence enter a batch."""
+        if self.payload is None and isinstance(self.rows, EncodedRecords):
+            self.payload = build_batch_encoded(
+                self.rows, compression=compression, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+                is_transactional=self.is_transactional)
         if self.payload is None:
             self.payload = build_batch(
                 self.rows if self.rows is not None else [(r.timestamp, r.key, r.value, r.headers)

@@ -12,7 +12,7 @@ from shoal.protocol.errors import DecodeError
 from shoal.protocol.framing import encode_request, response_header_version
 
 from .errors import KafkaConnectionError, KafkaTimeoutError
-from .protocol import API_KEY_OF, CLIENT_MAX_VERSIONS, SPECS
+from .protocol import CLIENT_MAX_VERSIONS, SPECS, VERSION_RANGES, api_key_of
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +98,12 @@ class BrokerConnection:
             raise KafkaConnectionError(f"ApiVersions failed with error {resp.error_code}")
         for k in resp.api_keys:
             self.broker_ranges[k.api_key] = (k.min_version, k.max_version)
-            mine = SPECS.get(k.api_key)
+            mine = VERSION_RANGES.get(k.api_key)  # not SPECS: that would import every API's codec
             if mine is None:
                 continue
-            top = min(k.max_version, mine.max_version, CLIENT_MAX_VERSIONS.get(k.api_key, mine.max_version),
-                      self._caps.get(k.api_key, mine.max_version))
-            if top >= max(k.min_version, mine.min_version):
+            lo, hi = mine
+            top = min(k.max_version, hi, CLIENT_MAX_VERSIONS.get(k.api_key, hi), self._caps.get(k.api_key, hi))
+            if top >= max(k.min_version, lo):
                 self.versions[k.api_key] = top
 
     def version_for(self, api_key: int) -> int:
@@ -144,7 +144,7 @@ class BrokerConnection:
         """Write ``request`` now; return the future of its response."""
         if self.closed or self._writer is None:
             raise KafkaConnectionError(f"connection to node {self.node_id} is closed")
-        api_key = API_KEY_OF[type(request)]
+        api_key = api_key_of(request)
         if version is None:
             version = self.version_for(api_key)
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF

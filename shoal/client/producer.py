@@ -17,8 +17,17 @@ from collections.abc import Callable
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode, is_retriable
+from shoal.protocol.record_batch import EncodedRecords
 
-from .accumulator import COMPRESSION_CODES, DeliveryCallback, PendingRecord, ProducerBatch, RecordAccumulator
+from .accumulator import (
+    BATCH_OVERHEAD,
+    COMPRESSION_CODES,
+    RECORD_OVERHEAD,
+    DeliveryCallback,
+    PendingRecord,
+    ProducerBatch,
+    RecordAccumulator,
+)
 from .cluster import KafkaClient, now_ms
 from .config import PRODUCER_DEFAULTS, make_config
 from .errors import (
@@ -310,9 +319,11 @@ class AIOProducer:
             return batch, len(batch.records) - 1, new or batch.size >= acc.batch_size or acc.linger_ms == 0
 
     async def send_batch(self, topic: str, partition: int,
-                         rows: list[tuple[int, bytes | None, bytes | None, Any]]) -> ProducerBatch:
-        """Queue ``rows`` — (timestamp ms, key bytes, value bytes, headers) — as one record batch of
-        ``topic``/``partition``, in order behind what is already queued there.
+                         rows: list[tuple[int, bytes | None, bytes | None, Any]] | EncodedRecords
+                         ) -> ProducerBatch:
+        """Queue ``rows`` — (timestamp ms, key bytes, value bytes, headers), or a records section
+        already encoded — as one record batch of ``topic``/``partition``, in order behind what is
+        already queued there.
 
         The bulk path for callers that already hold bytes (a Spark sink): no
         serializer, partitioner or per-record future. Keep a batch within the
@@ -332,8 +343,12 @@ class AIOProducer:
         self.check_partition(topic, partition, len(parts))
         if not self.accumulator.space.is_set():
             await self.wait_for_space()
-        b = ProducerBatch(TopicPartition(topic, partition), now_ms(), rows=rows,
-                          size=sum(len(k or b"") + len(v or b"") for _, k, v, _ in rows) + 21 * len(rows) + 61)
+        if isinstance(rows, EncodedRecords):
+            size = len(rows.data) + BATCH_OVERHEAD
+        else:
+            size = sum(len(k or b"") + len(v or b"") for _, k, v, _ in rows) + RECORD_OVERHEAD * len(rows)
+            size += BATCH_OVERHEAD
+        b = ProducerBatch(TopicPartition(topic, partition), now_ms(), rows=rows, size=size)
         with self.accumulator.lock:
             self.accumulator.append_batch(b)
         self._wakeup.set()

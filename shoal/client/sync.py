@@ -10,6 +10,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from shoal.protocol.record_batch import EncodedRecords
+
 from .accumulator import DeliveryCallback, ProducerBatch, RecordFuture
 from .consumer import AIOConsumer
 from .errors import ClosedError
@@ -92,8 +94,8 @@ class Producer:
         return RecordFuture(batch, index)
 
     def send_batch(self, topic: str, partition: int,
-                   rows: list[tuple[int, bytes | None, bytes | None, Any]]) -> ProducerBatch:
-        """Queue rows as one record batch (see ``AIOProducer.send_batch``); ``batch.wait()``,
+                   rows: list[tuple[int, bytes | None, bytes | None, Any]] | EncodedRecords) -> ProducerBatch:
+        """Queue rows (or an encoded records section) as one record batch (see ``AIOProducer.send_batch``); ``batch.wait()``,
         ``batch.error`` and ``batch.base_offset`` tell how it went."""
         return self._lt.run(self._core.send_batch(topic, partition, rows))
 

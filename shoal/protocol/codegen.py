@@ -979,6 +979,9 @@ def gen_init(specs: list[MessageSpec]) -> str:
     lines.append("# api key -> first flexible version (None: never flexible); cheap, imports nothing")
     lines.append("FLEXIBLE_MIN_BY_KEY: dict[int, int | None] = {k: v[7] for k, v in _API_TABLE.items()}")
     lines.append("")
+    lines.append("# api key -> (min version, max version); cheap, imports nothing")
+    lines.append("VERSION_RANGES: dict[int, tuple[int, int]] = {k: (v[5], v[6]) for k, v in _API_TABLE.items()}")
+    lines.append("")
     lines.append("# API name -> api key")
     lines.append("API_KEYS: dict[str, int] = {")
     for r in reqs:

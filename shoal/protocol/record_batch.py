@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from google_crc32c import value as _crc32c
@@ -560,21 +561,26 @@ def _encode_record(out: bytearray, offset_delta: int, ts_delta: int, key, value,
     else:
         body += _varint(len(value))
         body += value
-    if headers:
-        body += _varint(len(headers))
-        for hk, hv in headers:
-            hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
-            body += _varint(len(hkb))
-            body += hkb
-            if hv is None:
-                body += b"\x01"
-            else:
-                body += _varint(len(hv))
-                body += hv
-    else:
-        body += b"\x00"
+    body += encode_headers(headers) if headers else b"\x00"
     out += _varint(len(body))
     out += body
+
+
+def encode_headers(headers: Sequence[tuple[str | bytes, bytes | None]] | None) -> bytes:
+    """A record's headers section: the count, then each key and value (a None value is null)."""
+    if not headers:
+        return b"\x00"
+    out = bytearray(_varint(len(headers)))
+    for hk, hv in headers:
+        hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+        out += _varint(len(hkb))
+        out += hkb
+        if hv is None:
+            out += b"\x01"
+        else:
+            out += _varint(len(hv))
+            out += hv
+    return bytes(out)
 
 
 def _assemble(
@@ -674,6 +680,48 @@ def build_batch(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
         partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+@dataclass(frozen=True)
+class EncodedRecords:
+    """A batch's records section already encoded (offset deltas 0..count-1), uncompressed.
+
+    What a bulk writer hands to the producer: the header (producer id, epoch,
+    sequence) is added when the batch is drained, by ``build_batch_encoded``.
+    """
+
+    data: bytes
+    count: int
+    base_timestamp: int
+    max_timestamp: int
+
+
+def build_batch_encoded(
+    records: EncodedRecords,
+    *,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    compression_level: int | None = None,
+) -> bytes:
+    """One v2 batch (base offset 0) around an already encoded records section."""
+    if records.count <= 0:
+        raise ValueError("a record batch needs at least one record")
+    return _assemble(
+        _finish_payload(records.data, compression, compression_level),
+        count=records.count,
+        base_offset=0,
+        last_offset_delta=records.count - 1,
+        base_timestamp=records.base_timestamp,
+        max_timestamp=records.max_timestamp,
+        attributes=_attributes(compression, 0, is_transactional, False),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=-1,
     )
 
 

@@ -10,7 +10,8 @@ commit_timestamp, expire_timestamp.
 
 ``lag`` joins those offsets with each partition's log end offset (ListOffsets
 latest, read_uncommitted, as kafka-consumer-groups): group, topic, partition,
-current_offset, log_end_offset, lag.
+current_offset, log_end_offset, lag. The exactly-once sink's replay markers
+(metadata tagged ``shoal_spark_marker``) are left out.
 """
 
 from __future__ import annotations
@@ -124,7 +125,9 @@ def lag(spark: Any, bootstrap: str, **kafka: str) -> Any:
     from shoal.client.structs import TopicPartition
     from shoal.spark.kafka_io import LATEST, KafkaIO
 
-    offsets = consumer_offsets(spark, bootstrap, **kafka).cache()
+    # The exactly-once sink's replay markers are offsets too, but of no consumer: leave them out.
+    offsets = consumer_offsets(spark, bootstrap, **kafka).where(
+        ~F.coalesce(F.col("metadata"), F.lit("")).startswith('{"shoal_spark_marker"')).cache()
     tps = [(r["topic"], r["partition"]) for r in offsets.select("topic", "partition").distinct().collect()]
     io = KafkaIO.shared(client_config({"bootstrap.servers": bootstrap}))
     known = io.partitions(sorted({t for t, _ in tps}))

@@ -15,6 +15,8 @@ OffsetFetch / OffsetCommit.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import re
 import threading
 from dataclasses import dataclass, field
@@ -61,6 +63,7 @@ class KafkaIO:
         self._admin = AIOAdminClient(dict(config))
         self.config = self._admin.config  # with the client's defaults filled in
         self._producers: dict[tuple, Producer] = {}
+        self._txn_producers: dict[str, Producer] = {}
         try:
             self._lt.run(self._admin.start())
         except BaseException:
@@ -74,6 +77,8 @@ class KafkaIO:
         with _POOL_LOCK:
             io = _POOL.get(key)
             if io is None:
+                if not _POOL:
+                    atexit.register(close_pool)
                 io = _POOL[key] = cls(config)
             return io
 
@@ -125,6 +130,12 @@ class KafkaIO:
               max_wait_ms: int = 500) -> Fetched:
         return self._run(self._fetch(tp, offset, max_bytes, read_committed, max_wait_ms))
 
+    def fetch_ahead(self, tp: TopicPartition, offset: int, max_bytes: int, read_committed: bool,
+                    max_wait_ms: int = 500) -> concurrent.futures.Future[Fetched]:
+        """``fetch`` started now, its result taken later (a reader decodes one fetch while the
+        next is on the wire)."""
+        return self._lt.submit(self._fetch(tp, offset, max_bytes, read_committed, max_wait_ms))
+
     async def _fetch(self, tp: TopicPartition, offset: int, max_bytes: int, read_committed: bool,
                      max_wait_ms: int) -> Fetched:
         client = self._admin.client
@@ -169,9 +180,28 @@ class KafkaIO:
             p = self._producers[key] = Producer({**self.config, **settings})
         return p
 
+    def transactional_producer(self, transactional_id: str, settings: dict[str, Any]) -> Producer:
+        """A pooled producer per transactional id (a Spark task partition keeps its id across batches)."""
+        p = self._txn_producers.get(transactional_id)
+        if p is None:
+            p = self._txn_producers[transactional_id] = Producer(
+                {**self.config, **settings, "transactional.id": transactional_id})
+        return p
+
     def close(self) -> None:
-        for p in self._producers.values():
+        for p in [*self._producers.values(), *self._txn_producers.values()]:
             p.close()
         self._run(self._admin.close())
         self._lt.stop()
 
+
+def close_pool() -> None:
+    """Close every pooled connection (at interpreter exit)."""
+    with _POOL_LOCK:
+        ios = list(_POOL.values())
+        _POOL.clear()
+    for io in ios:
+        try:
+            io.close()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass

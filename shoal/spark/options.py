@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SPARK_KAFKA_FORBIDDEN_CONSUMER = {
-    "group.id": "Kafka option 'group.id' is not supported as user-specified consumer groups are not used to "
-                "track offsets; use the source options 'kafka.group.id' or 'groupIdPrefix'.",
     "auto.offset.reset": "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
                          "'startingOffsets' to 'earliest' or 'latest' to specify where to start.",
     "key.deserializer": "Kafka option 'key.deserializer' is not supported, as keys are deserialized as byte "
@@ -254,7 +252,6 @@ class SinkOptions:
     bootstrap: str
     params: dict[str, str]
     topic: str | None
-    include_headers: bool
     exactly_once: bool
     transactional_id_prefix: str
     transaction_timeout_ms: int
@@ -279,7 +276,7 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise OptionError(f"Kafka option 'compression.type' has an unknown codec {compression!r}")
     return SinkOptions(
         bootstrap=params["bootstrap.servers"], params=params, topic=opts.get("topic") or None,
-        include_headers=_bool(opts, "includeheaders", False), exactly_once=guarantee == "exactly_once",
+        exactly_once=guarantee == "exactly_once",
         transactional_id_prefix=opts.get("transactionalidprefix", "shoal-spark"),
         transaction_timeout_ms=_int({"t": params.get("transaction.timeout.ms", "60000")}, "t", 60000,
                                     minimum=1) or 60000,

@@ -4,8 +4,9 @@ Input columns are Spark's Kafka sink's: ``value`` (binary or string,
 required), ``key`` (binary or string), ``topic`` (string; the ``topic`` option
 wins), ``partition`` (int; null or absent: Kafka's default partitioner —
 murmur2 of the key, or one partition per task for null keys) and ``headers``
-(``array<struct<key string, value binary>>``). Rows are grouped per
-topic-partition and handed to shoal's producer as whole record batches.
+(``array<struct<key string, value binary>>``, written whenever present). Rows
+are grouped per topic-partition with numpy and encoded column-wise into whole
+record batches, which go to shoal's producer as encoded bytes.
 
 ``deliveryGuarantee=exactly_once`` (the default): each task of a micro-batch
 writes in one Kafka transaction of its own, transactional id
@@ -28,16 +29,19 @@ from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from shoal.spark.options import OptionError, SinkOptions, sink_options
 
 MAX_BATCH_BYTES = 512 * 1024  # well within message.max.bytes (1 MiB by default)
+MARKER_TAG = "shoal_spark_marker"  # in a replay marker's metadata; lag() leaves these groups out
 
 
 @dataclass
@@ -74,14 +78,23 @@ def _task() -> tuple[int, int | None, str | None]:
         "sql.streaming.queryId")
 
 
-class _Rows:
-    """Arrow batches turned into record-batch rows per (topic, partition)."""
+class _Writer:
+    """Arrow batches to record batches per (topic, partition), handed to the producer as they come.
 
-    def __init__(self, opts: SinkOptions, producer: Any) -> None:
+    Rows are grouped with numpy (a stable sort on topic and partition keeps
+    each partition's rows in input order) and each group's records section is
+    encoded column-wise (``arrow_records.encode_records``), in pieces that fit
+    in one record batch. ``before_first_send`` runs once, before the first
+    batch goes out (the exactly-once path begins its transaction there).
+    """
+
+    def __init__(self, opts: SinkOptions, producer: Any, before_first_send: Any = None) -> None:
         self.opts = opts
         self.producer = producer
-        self.by_tp: dict[tuple[str, int], list[tuple[int, bytes | None, bytes | None, Any]]] = {}
+        self.before_first_send = before_first_send
         self.count = 0
+        self.sent: list[Any] = []
+        self.topics: set[str] = set()
         self._sticky: dict[str, int] = {}
         self._partitions: dict[str, int] = {}
 
@@ -93,48 +106,101 @@ class _Rows:
         return n
 
     def add(self, batch: Any) -> None:
-        from shoal.client.partitioner import partition_for_key
+        import numpy as np
+        import pyarrow.compute as pc
 
-        cols = batch.schema.names
+        from shoal.client.partitioner import partition_for_key
+        from shoal.protocol.record_batch import encode_headers
+        from shoal.spark.arrow_records import encode_records
+
         n = batch.num_rows
-        values = [v if not isinstance(v, str) else v.encode() for v in batch.column("value").to_pylist()]
-        keys = ([k if not isinstance(k, str) else k.encode() for k in batch.column("key").to_pylist()]
-                if "key" in cols else [None] * n)
-        topics = [self.opts.topic] * n if self.opts.topic else batch.column("topic").to_pylist()
-        parts = batch.column("partition").to_pylist() if "partition" in cols else [None] * n
-        headers = (batch.column("headers").to_pylist() if "headers" in cols and self.opts.include_headers
-                   else [None] * n)
-        ts = int(__import__("time").time() * 1000)
-        for topic, part, key, value, hs in zip(topics, parts, keys, values, headers, strict=True):
-            if topic is None:
+        if n == 0:
+            return
+        cols = batch.schema.names
+        values = batch.column("value")
+        keys = batch.column("key") if "key" in cols else None
+        headers = None
+        if "headers" in cols:
+            headers = [encode_headers([(h["key"], h["value"]) for h in hs] if hs else None)
+                       for hs in batch.column("headers").to_pylist()]
+        if self.opts.topic is not None:
+            topic_names, topic_idx = [self.opts.topic], np.zeros(n, np.int64)
+        else:
+            tcol = batch.column("topic")
+            if tcol.null_count:
                 raise OptionError("Null topic found while writing to Kafka: set the topic option or fill the "
                                   "topic column")
-            if part is None:
+            encoded = pc.dictionary_encode(tcol)
+            topic_names = encoded.dictionary.to_pylist()
+            topic_idx = np.asarray(encoded.indices).astype(np.int64)
+        if "partition" in cols:
+            pcol = batch.column("partition")
+            parts = np.asarray(pcol.fill_null(0)).astype(np.int64)
+            unset = np.flatnonzero(np.asarray(pcol.is_null()))
+            if (parts < 0).any():
+                raise ValueError(f"Invalid partition: {int(parts.min())}")
+        else:
+            parts = np.zeros(n, np.int64)
+            unset = np.arange(n)
+        if len(unset):  # Kafka's default partitioner: murmur2 of the key, else one partition per task
+            key_list = keys.take(unset).to_pylist() if keys is not None else [None] * len(unset)
+            for i, key in zip(unset.tolist(), key_list, strict=True):
+                topic = topic_names[topic_idx[i]]
                 count = self._num_partitions(topic)
                 if key is not None:
-                    part = partition_for_key(key, count)
+                    parts[i] = partition_for_key(key if isinstance(key, bytes) else key.encode(), count)
                 else:
-                    part = self._sticky.get(topic)
-                    if part is None:
-                        part = self._sticky[topic] = random.randrange(count)
-            row = (ts, key, value, [(h["key"], h["value"]) for h in hs] if hs else None)
-            self.by_tp.setdefault((topic, part), []).append(row)
+                    sticky = self._sticky.get(topic)
+                    if sticky is None:
+                        sticky = self._sticky[topic] = random.randrange(count)
+                    parts[i] = sticky
+        group = topic_idx << 32 | parts
+        if (group != group[0]).any():
+            order = np.argsort(group, kind="stable")
+            group = group[order]
+            take = pa.array(order)
+            values = values.take(take)
+            keys = keys.take(take) if keys is not None else None
+            headers = [headers[i] for i in order.tolist()] if headers is not None else None
+        bounds = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), n]
+        ts = int(time.time() * 1000)
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            topic, part = topic_names[int(group[lo]) >> 32], int(group[lo]) & 0xFFFFFFFF
+            for a, b in self._chunks(values, keys, headers, lo, hi):
+                enc = encode_records(keys.slice(a, b - a) if keys is not None else None, values.slice(a, b - a),
+                                     ts, headers[a:b] if headers is not None else None)
+                if self.before_first_send is not None:
+                    self.before_first_send()
+                    self.before_first_send = None
+                self.sent.append(self.producer.send_batch(topic, part, enc))
+                self.topics.add(topic)
         self.count += n
 
-    def chunks(self) -> Iterator[tuple[str, int, list[Any]]]:
-        """(topic, partition, rows) in pieces that fit in one record batch."""
-        for (topic, part), rows in sorted(self.by_tp.items()):
-            chunk: list[Any] = []
-            size = 0
-            for row in rows:
-                row_size = len(row[1] or b"") + len(row[2] or b"") + 32
-                if chunk and size + row_size > MAX_BATCH_BYTES:
-                    yield topic, part, chunk
-                    chunk, size = [], 0
-                chunk.append(row)
-                size += row_size
-            if chunk:
-                yield topic, part, chunk
+    @staticmethod
+    def _chunks(values: Any, keys: Any, headers: Any, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+        """[a, b) row ranges of [lo, hi) of about MAX_BATCH_BYTES of records each."""
+        import numpy as np
+
+        size = np.asarray(pc_lengths(values.slice(lo, hi - lo))) + 16
+        if keys is not None:
+            size += np.asarray(pc_lengths(keys.slice(lo, hi - lo)))
+        if headers is not None:
+            size += np.fromiter(map(len, headers[lo:hi]), np.int64, hi - lo)
+        piece = np.cumsum(size) // MAX_BATCH_BYTES
+        cuts = [lo, *(np.flatnonzero(np.diff(piece)) + 1 + lo).tolist(), hi]
+        return zip(cuts, cuts[1:], strict=False)
+
+    def check_sent(self) -> None:
+        for b in self.sent:
+            if b.error is not None:
+                raise b.error
+
+
+def pc_lengths(arr: Any) -> Any:
+    """Byte lengths of a binary/string array, nulls as 0."""
+    import pyarrow.compute as pc
+
+    return pc.binary_length(arr).fill_null(0).cast(pa.int64())
 
 
 def _producer_settings(opts: SinkOptions) -> dict[str, Any]:
@@ -153,62 +219,43 @@ def write_task(opts: SinkOptions, batches: Iterator[Any], job_id: str, batch_id:
     io = KafkaIO.shared(opts.client)
     part, _, _ = _task()
     if not opts.exactly_once:
-        producer = io.producer(_producer_settings(opts))
-        rows = _Rows(opts, producer)
+        writer = _Writer(opts, io.producer(_producer_settings(opts)))
         for b in batches:
-            rows.add(b)
-        sent = [producer.send_batch(t, p, chunk) for t, p, chunk in rows.chunks()]
-        producer.flush()
-        for b in sent:
-            if b.error is not None:
-                raise b.error
-        return WriteResult(part, batch_id, rows.count, False)
+            writer.add(b)
+        writer.producer.flush()
+        writer.check_sent()
+        return WriteResult(part, batch_id, writer.count, False)
     tid = f"{opts.transactional_id_prefix}-{job_id}-{part}"
     group = f"{opts.transactional_id_prefix}.{job_id}.{part}"
-    producer = _transactional_producer(io, opts, tid)
+    producer = io.transactional_producer(tid, {**_producer_settings(opts),
+                                               "transaction.timeout.ms": opts.transaction_timeout_ms})
     producer.init_transactions()  # fences earlier attempts of this task, aborting what they left open
     marker = max((om.offset for om in io.committed(group, require_stable=True).values()), default=0)
     if marker > batch_id:
         for _ in batches:  # written before: drain the input, write nothing
             pass
         return WriteResult(part, batch_id, 0, True)
-    rows = _Rows(opts, producer)
-    for b in batches:
-        rows.add(b)
-    if rows.count == 0:
-        return WriteResult(part, batch_id, 0, False)
     from shoal.client.structs import OffsetAndMetadata, TopicPartition
 
-    producer.begin_transaction()
+    writer = _Writer(opts, producer, producer.begin_transaction)
     try:
-        sent = [producer.send_batch(t, p, chunk) for t, p, chunk in rows.chunks()]
-        first_topic = min(t for t, _ in rows.by_tp)
+        for b in batches:
+            writer.add(b)
+        if writer.before_first_send is not None:  # no rows: no transaction
+            return WriteResult(part, batch_id, 0, False)
         producer.send_offsets_to_transaction(
-            {TopicPartition(first_topic, 0): OffsetAndMetadata(batch_id + 1, json.dumps(
-                {"batch": batch_id, "rows": rows.count}))}, group)
+            {TopicPartition(min(writer.topics), 0): OffsetAndMetadata(batch_id + 1, json.dumps(
+                {MARKER_TAG: True, "batch": batch_id, "rows": writer.count}))}, group)
         producer.commit_transaction()
     except BaseException:
-        try:
-            producer.abort_transaction()
-        except Exception:  # noqa: BLE001 - the retried task's InitProducerId aborts it anyway
-            pass
+        if writer.before_first_send is None:
+            try:
+                producer.abort_transaction()
+            except Exception:  # noqa: BLE001 - the retried task's InitProducerId aborts it anyway
+                pass
         raise
-    for b in sent:
-        if b.error is not None:
-            raise b.error
-    return WriteResult(part, batch_id, rows.count, False)
-
-
-def _transactional_producer(io: Any, opts: SinkOptions, tid: str) -> Any:
-    """One transactional producer per transactional id and Python worker (kept across batches)."""
-    pool = io.__dict__.setdefault("_txn_producers", {})
-    p = pool.get(tid)
-    if p is None:
-        from shoal.client.sync import Producer
-
-        p = pool[tid] = Producer({**io.config, **_producer_settings(opts), "transactional.id": tid,
-                                  "transaction.timeout.ms": opts.transaction_timeout_ms})
-    return p
+    writer.check_sent()
+    return WriteResult(part, batch_id, writer.count, False)
 
 
 class KafkaBatchWriter(DataSourceArrowWriter):

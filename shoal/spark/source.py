@@ -178,8 +178,13 @@ def read_range(opts: SourceOptions, part: KafkaRange) -> Iterator[Any]:
     tp = TopicPartition(part.topic, part.partition)
     offset = part.start
     last_progress = now_ms()
+    ahead: tuple[int, Any] | None = None  # (offset, future of its fetch)
     while offset < part.until:
-        f = io.fetch(tp, offset, opts.max_bytes, opts.read_committed)
+        if ahead is not None and ahead[0] == offset:
+            f = ahead[1].result()
+        else:
+            f = io.fetch(tp, offset, opts.max_bytes, opts.read_committed)
+        ahead = None
         if f.error == ErrorCode.OFFSET_OUT_OF_RANGE:
             if 0 <= offset < f.log_start_offset:
                 if opts.fail_on_data_loss:
@@ -194,12 +199,16 @@ def read_range(opts: SourceOptions, part: KafkaRange) -> Iterator[Any]:
         if len(f.records):
             d = decode_fetch(f.records, tp.topic, tp.partition, offset, part.until, aborted=f.aborted,
                              include_headers=opts.include_headers)
-            if d.batch is not None:
-                yield d.batch
             if d.next_offset > offset:
                 offset = d.next_offset
                 last_progress = now_ms()
+                if offset < part.until:
+                    ahead = offset, io.fetch_ahead(tp, offset, opts.max_bytes, opts.read_committed)
+                if d.batch is not None:
+                    yield d.batch
                 continue
+            if d.batch is not None:
+                yield d.batch
         if now_ms() - last_progress > opts.poll_timeout_ms:
             raise KafkaTimeoutError(f"{tp.topic}-{tp.partition}: nothing at offset {offset} for "
                                     f"{opts.poll_timeout_ms} ms, although the plan reads up to {part.until}")

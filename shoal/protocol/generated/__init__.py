@@ -121,6 +121,9 @@ _API_TABLE: dict[int, tuple] = {
 # api key -> first flexible version (None: never flexible); cheap, imports nothing
 FLEXIBLE_MIN_BY_KEY: dict[int, int | None] = {k: v[7] for k, v in _API_TABLE.items()}
 
+# api key -> (min version, max version); cheap, imports nothing
+VERSION_RANGES: dict[int, tuple[int, int]] = {k: (v[5], v[6]) for k, v in _API_TABLE.items()}
+
 # API name -> api key
 API_KEYS: dict[str, int] = {
     'Produce': 0,
