@@ -19,12 +19,17 @@ from typing import TYPE_CHECKING
 from shoal.broker import handlers
 from shoal.broker.apis import ApiRegistry
 from shoal.broker.clock import now_ms
-from shoal.broker.config import BrokerConfig
+from shoal.broker.config import BrokerConfig, ConfigError
 from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
 from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, ClusterMetadata, TopicInfo
 from shoal.broker.node import BrokerNode
 from shoal.broker.producer_ids import ProducerIdManager
-from shoal.broker.topic_configs import log_config_defaults, topic_log_config
+from shoal.broker.topic_configs import (
+    DYNAMIC_BROKER_CONFIGS,
+    InvalidBrokerConfig,
+    log_config_defaults,
+    topic_log_config,
+)
 from shoal.coordinator.txn.responses import for_version
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.record_batch import BatchHeader
@@ -63,6 +68,7 @@ class Broker:
         self.node_ids = [base_id + i for i in range(num_nodes)]
         self.metadata = ClusterMetadata(self.cluster_id, self.node_ids,
                                         self.log_dirs[0] / "__cluster_metadata.json")
+        self._set_dynamic_layers()
         self.log_defaults = log_config_defaults(config)
         self.logs = LogManager(self.log_dirs, self.log_defaults,
                                compaction_backoff_ms=config.get_int("log.cleaner.backoff.ms"))
@@ -177,6 +183,50 @@ class Broker:
                     fut.set_result(None)
         await self.coordinators.on_topics_deleted([name])
         log.info("deleted topic %s", name)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        """Replace a topic's configs (validated first: InvalidTopicConfig); applied to its open
+        partitions at once and kept in the cluster metadata."""
+        log_config = topic_log_config(configs, self.log_defaults)
+        if validate_only:
+            return
+        self.metadata.set_topic_configs(name, configs)
+        self.logs.update_topic_config(name, log_config)
+
+    # -- dynamic broker configs ---------------------------------------------
+    def _dynamic_layers(self, stored: dict[str, dict[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+        # Nodes of one process share storage and log settings, so a node's dynamic configs apply
+        # to all of them (the highest node id wins where two nodes set the same name).
+        node: dict[str, str] = {}
+        for n in self.node_ids:
+            node.update(stored.get(str(n), {}))
+        return dict(stored.get("", {})), node
+
+    def _set_dynamic_layers(self) -> None:
+        self.config.set_dynamic(*self._dynamic_layers(self.metadata.broker_configs))
+
+    def alter_broker_configs(self, resource: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        """Replace the dynamic configs of ``resource`` ("" for the cluster default, or a node id):
+        validated (InvalidBrokerConfig), kept in the cluster metadata, and applied to every
+        topic that does not set its own value."""
+        bad = sorted(set(configs) - DYNAMIC_BROKER_CONFIGS)
+        if bad:
+            raise InvalidBrokerConfig(f"Cannot update these configs dynamically: Set({', '.join(bad)})")
+        stored = {**self.metadata.broker_configs, resource: dict(configs)}
+        try:
+            defaults = log_config_defaults(self.config.with_dynamic(*self._dynamic_layers(stored)))
+            for info in self.metadata.topics.values():
+                topic_log_config(info.configs, defaults)
+        except (ConfigError, ValueError) as e:
+            raise InvalidBrokerConfig(str(e)) from None
+        if validate_only:
+            return
+        self.metadata.set_broker_configs(resource, configs)
+        self._set_dynamic_layers()
+        self.log_defaults = defaults
+        self.logs.defaults = defaults
+        for name, info in self.metadata.topics.items():
+            self.logs.update_topic_config(name, topic_log_config(info.configs, defaults))
 
     def auto_create_topic(self, name: str) -> TopicInfo:
         return self.create_topic(name, self.config.get_int("num.partitions"),

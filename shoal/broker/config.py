@@ -120,6 +120,10 @@ class BrokerConfig:
             if key == "broker.id":
                 key = "node.id"
             self.props[key] = value
+        # Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs), over the static ones:
+        # the cluster-wide default (resource name "") and those set for a node.
+        self.dynamic_default: dict[str, str] = {}
+        self.dynamic_node: dict[str, str] = {}
         self._validate()
 
     @classmethod
@@ -136,7 +140,24 @@ class BrokerConfig:
 
     # -- typed accessors ---------------------------------------------------
     def get(self, key: str) -> str:
+        if key in self.dynamic_node:
+            return self.dynamic_node[key]
+        if key in self.dynamic_default:
+            return self.dynamic_default[key]
         return self.props.get(key, "")
+
+    def with_dynamic(self, default: dict[str, str], node: dict[str, str]) -> BrokerConfig:
+        """A copy with these dynamic layers (validated as the static properties are)."""
+        copy = BrokerConfig.__new__(BrokerConfig)
+        copy.props = self.props
+        copy.dynamic_default = dict(default)
+        copy.dynamic_node = dict(node)
+        copy._validate()
+        return copy
+
+    def set_dynamic(self, default: dict[str, str], node: dict[str, str]) -> None:
+        self.dynamic_default = dict(default)
+        self.dynamic_node = dict(node)
 
     def get_int(self, key: str) -> int:
         value = self.get(key)

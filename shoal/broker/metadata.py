@@ -7,7 +7,8 @@ partitions' leadership moves to the next live replica (bumping the leader
 epoch, as Kafka's controller does).
 
 Topic definitions persist in `<first log dir>/__cluster_metadata.json`
-(written atomically), so topics, their ids and configs survive restarts.
+(written atomically), so topics, their ids and configs survive restarts, as do
+dynamic broker configs.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class ClusterMetadata:
         self._epochs: dict[tuple[str, int], int] = {}
         self._leaders: dict[tuple[str, int], int] = {}
         self._state_file = state_file
+        # dynamic broker configs: "" (the cluster default) or a node id -> {name: value}
+        self.broker_configs: dict[str, dict[str, str]] = {}
         # called with (topic, partition, old_leader, new_leader) on every change
         self.leader_listeners: list[Callable[[str, int, int, int], None]] = []
         if state_file is not None and state_file.exists():
@@ -92,6 +95,7 @@ class ClusterMetadata:
         for t in data.get("topics", []):
             info = TopicInfo(t["name"], uuid.UUID(t["id"]), t["replicas"], t.get("configs", {}))
             self._add(info)
+        self.broker_configs = {str(k): dict(v) for k, v in data.get("broker_configs", {}).items()}
 
     def _save(self) -> None:
         if self._state_file is None:
@@ -102,6 +106,7 @@ class ClusterMetadata:
                 {"name": t.name, "id": str(t.topic_id), "replicas": t.replicas, "configs": t.configs}
                 for t in sorted(self.topics.values(), key=lambda t: t.name)
             ],
+            "broker_configs": {k: v for k, v in sorted(self.broker_configs.items()) if v},
         }
         tmp = self._state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1))
@@ -157,6 +162,11 @@ class ClusterMetadata:
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
+        self._save()
+
+    def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
+        """The dynamic configs of broker ``resource`` ("" for the cluster default), replaced."""
+        self.broker_configs[resource] = dict(configs)
         self._save()
 
     # -- leadership --------------------------------------------------------

@@ -28,12 +28,22 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str | None] = {
     "segment.ms": "log.roll.ms",
 }
 
+# Broker configs that IncrementalAlterConfigs / AlterConfigs may change at runtime: as Kafka, the
+# broker-side synonyms of topic configs (new defaults for topics that do not set their own).
+DYNAMIC_BROKER_CONFIGS = frozenset({*(b for b in TOPIC_CONFIG_SYNONYMS.values() if b), "producer.id.expiration.ms"})
+# Topic configs that are lists (APPEND / SUBTRACT apply to them).
+LIST_TOPIC_CONFIGS = frozenset({"cleanup.policy"})
+
 _FIXED_DEFAULTS = {"compression.type": "producer", "min.insync.replicas": "1"}
 _COMPRESSION_TYPES = {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}
 
 
 class InvalidTopicConfig(ValueError):
     """A topic config name or value Kafka would reject (INVALID_CONFIG)."""
+
+
+class InvalidBrokerConfig(ValueError):
+    """A dynamic broker config change Kafka would reject (INVALID_REQUEST, as Kafka answers)."""
 
 
 def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:

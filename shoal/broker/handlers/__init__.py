@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shoal.broker.handlers import (
+    alter_configs,
     api_versions,
     describe_cluster,
     describe_configs,
@@ -23,5 +24,5 @@ if TYPE_CHECKING:
 
 def register_all(broker: Broker) -> None:
     for module in (api_versions, metadata_api, produce, fetch, list_offsets, topic_admin,
-                   describe_configs, describe_cluster, groups, transactions):
+                   describe_configs, alter_configs, describe_cluster, groups, transactions):
         module.register(broker)

@@ -1,12 +1,14 @@
-"""DescribeConfigs for topics (resource type 2) and brokers (type 4)."""
+"""DescribeConfigs for topics (resource type 2) and brokers (type 4), with Kafka's config sources:
+a topic's own value, then its broker synonym's dynamic (per node, cluster default), static and
+default values."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shoal.broker.config import DEFAULTS
+from shoal.broker.config import DEFAULTS, BrokerConfig
 from shoal.broker.handlers.topic_admin import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC
-from shoal.broker.topic_configs import TOPIC_CONFIG_SYNONYMS, broker_topic_defaults
+from shoal.broker.topic_configs import DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIG_SYNONYMS, broker_topic_defaults
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.describe_configs_response import DescribeConfigsResponse
 
@@ -16,8 +18,25 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
+
+
+def broker_layers(config: BrokerConfig, key: str) -> list[tuple[str, int]]:
+    """Where a broker config's value comes from, highest precedence first: (value, source)."""
+    out = []
+    if key in config.dynamic_node:
+        out.append((config.dynamic_node[key], SOURCE_DYNAMIC_BROKER))
+    if key in config.dynamic_default:
+        out.append((config.dynamic_default[key], SOURCE_DYNAMIC_DEFAULT_BROKER))
+    static = config.props.get(key)
+    if static is not None and static != DEFAULTS.get(key):
+        out.append((static, SOURCE_STATIC_BROKER))
+    if key in DEFAULTS:
+        out.append((DEFAULTS[key], SOURCE_DEFAULT))
+    return out
 
 
 def register(broker: Broker) -> None:
@@ -29,26 +48,39 @@ def register(broker: Broker) -> None:
         out = []
         for key, default in sorted(defaults.items()):
             synonyms = []
+            broker_key = TOPIC_CONFIG_SYNONYMS[key]
+            layers = broker_layers(config, broker_key) if broker_key else []
             if key in info.configs:
                 value, source = info.configs[key], SOURCE_TOPIC
                 synonyms.append(Synonym(name=key, value=value, source=SOURCE_TOPIC))
             else:
                 value = default
-                broker_key = TOPIC_CONFIG_SYNONYMS[key]
-                set_by_user = broker_key is not None and config.get(broker_key) != DEFAULTS.get(broker_key)
-                source = SOURCE_STATIC_BROKER if set_by_user else SOURCE_DEFAULT
-            if include_synonyms and TOPIC_CONFIG_SYNONYMS[key]:
-                synonyms.append(Synonym(name=TOPIC_CONFIG_SYNONYMS[key], value=default, source=SOURCE_DEFAULT))
+                source = layers[0][1] if layers else SOURCE_DEFAULT
+            if include_synonyms:
+                synonyms += [Synonym(name=broker_key, value=v, source=src) for v, src in layers]
             out.append(Entry(name=key, value=value, read_only=False, is_default=source == SOURCE_DEFAULT,
                              config_source=source, is_sensitive=False,
                              synonyms=synonyms if include_synonyms else []))
         return out
 
-    def broker_entries() -> list[Entry]:
-        return [Entry(name=k, value=v, read_only=True, is_default=DEFAULTS.get(k) == v,
-                      config_source=SOURCE_DEFAULT if DEFAULTS.get(k) == v else SOURCE_STATIC_BROKER,
-                      is_sensitive=False, synonyms=[])
-                for k, v in sorted(config.props.items())]
+    def broker_entries(resource: str, include_synonyms: bool) -> list[Entry]:
+        if resource == "":  # the cluster-wide default resource: its dynamic configs only, as Kafka
+            keys = sorted(config.dynamic_default)
+        else:
+            keys = sorted({*config.props, *config.dynamic_default, *config.dynamic_node})
+        out = []
+        for k in keys:
+            layers = broker_layers(config, k)
+            if resource == "":
+                layers = [la for la in layers if la[1] != SOURCE_DYNAMIC_BROKER]
+            if not layers:
+                layers = [(config.get(k), SOURCE_STATIC_BROKER)]
+            value, source = layers[0]
+            out.append(Entry(name=k, value=value, read_only=k not in DYNAMIC_BROKER_CONFIGS,
+                             is_default=source == SOURCE_DEFAULT, config_source=source, is_sensitive=False,
+                             synonyms=[Synonym(name=k, value=v, source=src) for v, src in layers]
+                             if include_synonyms else []))
+        return out
 
     async def describe_configs(ctx: RequestContext, req) -> DescribeConfigsResponse:
         results = []
@@ -67,7 +99,8 @@ def register(broker: Broker) -> None:
                     result.error_code = ErrorCode.INVALID_REQUEST
                     result.error_message = f"Unknown broker {res.resource_name}"
                 else:
-                    result.configs = broker_entries()
+                    result.configs = broker_entries(res.resource_name,
+                                                    ctx.api_version >= 1 and req.include_synonyms)
             else:
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = f"Unsupported resource type {res.resource_type}"

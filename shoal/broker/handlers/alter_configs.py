@@ -1,0 +1,148 @@
+"""IncrementalAlterConfigs (44) and AlterConfigs (33): topic configs and dynamic broker configs.
+
+A topic's configs are applied to its partitions at once and kept in the
+cluster metadata, so they survive restarts. Broker resources are the
+cluster-wide default (name "") or a node of this process; only the dynamic
+ones (the ``log.*`` synonyms of topic configs and ``producer.id.expiration.ms``)
+may change, as in Kafka. Errors are Kafka's: INVALID_REQUEST for a malformed
+change (duplicate names, a null value, an unknown operation, a broker config
+that is not dynamic), INVALID_CONFIG for a topic config Kafka would refuse,
+UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shoal.broker.topic_configs import LIST_TOPIC_CONFIGS, InvalidBrokerConfig, InvalidTopicConfig
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.alter_configs_response import AlterConfigsResponse
+from shoal.protocol.generated.incremental_alter_configs_response import IncrementalAlterConfigsResponse
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import Broker
+    from shoal.broker.node import RequestContext
+
+TOPIC = 2
+BROKER = 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+class ConfigChangeError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def apply_ops(current: dict[str, str], ops: list[tuple[str, int, str | None]], list_configs: frozenset[str],
+              defaults: dict[str, str]) -> dict[str, str]:
+    """Kafka's incremental operations on a resource's configs: the new full set."""
+    names = [name for name, _, _ in ops]
+    if len(set(names)) != len(names):
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [name for name, op, value in ops if op != DELETE and value is None]
+    if nulls:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+    out = dict(current)
+    for name, op, value in ops:
+        if op == SET:
+            out[name] = value or ""
+        elif op == DELETE:
+            out.pop(name, None)
+        elif op in (APPEND, SUBTRACT):
+            if name not in list_configs:
+                verb = "append" if op == APPEND else "subtract"
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
+                                        f"Config value {verb} is not allowed for config key: {name}")
+            old = [v for v in out.get(name, defaults.get(name, "")).split(",") if v]
+            given = [v for v in (value or "").split(",") if v]
+            new = old + [v for v in given if v not in old] if op == APPEND else [v for v in old if v not in given]
+            out[name] = ",".join(new)
+        else:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
+    return out
+
+
+def register(broker: Broker) -> None:
+    from shoal.broker.topic_configs import broker_topic_defaults
+
+    def broker_resource(name: str) -> str:
+        if name == "":
+            return name
+        try:
+            node_id = int(name)
+        except ValueError:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
+                                    f"Node id must be an integer, but it is: {name}") from None
+        if node_id not in broker.nodes:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
+                                    f"Unexpected broker id, expected one of {sorted(broker.nodes)}, but received "
+                                    f"{name}")
+        return str(node_id)
+
+    def change(resource_type: int, name: str, ops: list[tuple[str, int, str | None]] | None,
+               replace: dict[str, str | None] | None, validate_only: bool) -> None:
+        """One resource: ``ops`` (incremental) or ``replace`` (the legacy full set)."""
+        if replace is not None:
+            nulls = [k for k, v in replace.items() if v is None]
+            if nulls:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+        if resource_type == TOPIC:
+            info = broker.metadata.topics.get(name)
+            if info is None:
+                raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            if replace is not None:
+                new = {k: v or "" for k, v in replace.items()}
+            else:
+                new = apply_ops(info.configs, ops or [], LIST_TOPIC_CONFIGS, broker_topic_defaults(broker.config))
+            try:
+                broker.alter_topic_configs(name, new, validate_only)
+            except InvalidTopicConfig as e:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        elif resource_type == BROKER:
+            resource = broker_resource(name)
+            current = broker.metadata.broker_configs.get(resource, {})
+            new = ({k: v or "" for k, v in replace.items()} if replace is not None
+                   else apply_ops(current, ops or [], frozenset({"log.cleanup.policy"}), {}))
+            try:
+                broker.alter_broker_configs(resource, new, validate_only)
+            except InvalidBrokerConfig as e:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(e)) from None
+        else:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+
+    def each(req, run) -> list[tuple[int, str | None, int, str]]:  # noqa: ANN001
+        seen: dict[tuple[int, str], int] = {}
+        for res in req.resources:
+            key = (res.resource_type, res.resource_name)
+            seen[key] = seen.get(key, 0) + 1
+        out = []
+        for res in req.resources:
+            code, message = ErrorCode.NONE, None
+            try:
+                if seen[(res.resource_type, res.resource_name)] > 1:
+                    raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+                run(res)
+            except ConfigChangeError as e:
+                code, message = e.code, str(e)
+            out.append((code, message, res.resource_type, res.resource_name))
+        return out
+
+    async def incremental_alter_configs(ctx: RequestContext, req) -> IncrementalAlterConfigsResponse:
+        results = each(req, lambda res: change(
+            res.resource_type, res.resource_name,
+            [(c.name, c.config_operation, c.value) for c in res.configs], None, req.validate_only))
+        cls = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+        return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
+            cls(error_code=c, error_message=m, resource_type=t, resource_name=n) for c, m, t, n in results])
+
+    async def alter_configs(ctx: RequestContext, req) -> AlterConfigsResponse:
+        results = each(req, lambda res: change(
+            res.resource_type, res.resource_name, None, {c.name: c.value for c in res.configs},
+            req.validate_only))
+        cls = AlterConfigsResponse.AlterConfigsResourceResponse
+        return AlterConfigsResponse(throttle_time_ms=0, responses=[
+            cls(error_code=c, error_message=m, resource_type=t, resource_name=n) for c, m, t, n in results])
+
+    broker.apis.register(44, incremental_alter_configs)
+    broker.apis.register(33, alter_configs)
