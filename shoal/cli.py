@@ -1,4 +1,4 @@
-"""The `shoal` command: serve | groups list|describe | offsets dump | transactions ..."""
+"""The `shoal` command: serve | topics | configs | groups | offsets dump | transactions ..."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ import argparse
 import logging
 import sys
 
-from shoal.tools.cli import add_groups_parser, add_offsets_parser, add_transactions_parser
+from shoal.tools.cli import (
+    add_configs_parser,
+    add_console_parsers,
+    add_groups_parser,
+    add_offsets_parser,
+    add_topics_parser,
+    add_transactions_parser,
+)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -27,7 +34,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shoal", description="A Kafka-wire-compatible broker in Python.")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--log-level", default=None,
+                        help="logging level (default INFO for serve, WARNING for the tools)")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start a broker (as kafka-server-start.sh)")
     serve.add_argument("properties", nargs="?", help="a Kafka server.properties file")
@@ -38,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--control-stdin", action="store_true",
                        help="read 'stop-node N' / 'start-node N' commands from standard input")
     serve.set_defaults(func=_serve)
+    add_topics_parser(sub)
+    add_configs_parser(sub)
+    add_console_parsers(sub)
     add_groups_parser(sub)
     add_offsets_parser(sub)
     add_transactions_parser(sub)
@@ -47,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+    level = args.log_level or ("INFO" if args.command == "serve" else "WARNING")
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     return args.func(args)
 

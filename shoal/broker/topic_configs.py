@@ -28,6 +28,12 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str | None] = {
     "segment.ms": "log.roll.ms",
 }
 
+# Lower-precedence broker synonyms, consulted when the main one is unset (as Kafka's synonyms lists).
+TOPIC_CONFIG_FALLBACK_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "retention.ms": ("log.retention.minutes", "log.retention.hours"),
+    "segment.ms": ("log.roll.hours",),
+}
+
 # Broker configs that IncrementalAlterConfigs / AlterConfigs may change at runtime: as Kafka, the
 # broker-side synonyms of topic configs (new defaults for topics that do not set their own).
 DYNAMIC_BROKER_CONFIGS = frozenset({*(b for b in TOPIC_CONFIG_SYNONYMS.values() if b), "producer.id.expiration.ms"})

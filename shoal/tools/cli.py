@@ -77,8 +77,72 @@ def _offsets_dump(args: argparse.Namespace) -> int:
     return 0
 
 
+_RESET_SCENARIOS = ("to-earliest", "to-latest", "to-current", "to-offset", "shift-by", "to-datetime",
+                    "by-duration", "from-file")
+
+
+def _groups_reset(args: argparse.Namespace) -> int:
+    from shoal.tools.group_admin import (
+        all_group_ids,
+        export_csv,
+        format_reset,
+        parse_datetime,
+        parse_duration_ms,
+        read_plan,
+        reset_offsets,
+    )
+    from shoal.tools.wire import ToolClient, ToolError
+
+    chosen = [s for s in _RESET_SCENARIOS if getattr(args, s.replace("-", "_")) not in (None, False)]
+    if len(chosen) != 1:
+        raise ToolError("give exactly one of --" + ", --".join(_RESET_SCENARIOS))
+    scenario = chosen[0]
+    value = getattr(args, scenario.replace("-", "_"))
+    if bool(args.group) == args.all_groups:
+        raise ToolError("give --group (repeatable) or --all-groups")
+    if scenario != "from-file" and bool(args.topic) == args.all_topics:
+        raise ToolError("One of the reset scopes should be defined: --all-topics, --topic.")
+    if args.dry_run and args.execute:
+        raise ToolError("--dry-run and --execute cannot be used together")
+    if scenario == "to-datetime":
+        value = parse_datetime(value)
+    elif scenario == "by-duration":
+        import time
+
+        value = int(time.time() * 1000) - parse_duration_ms(value)
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        groups = all_group_ids(client) if args.all_groups else args.group
+        plan = read_plan(value, groups) if scenario == "from-file" else None
+        result = reset_offsets(client, groups, all_topics=args.all_topics, topics=args.topic or [],
+                               scenario=scenario, value=value, execute=args.execute, file_plan=plan)
+    print(export_csv(result, len(groups) == 1) if args.export else format_reset(result))
+    return 0
+
+
+def _groups_delete(args: argparse.Namespace) -> int:
+    from shoal.tools.group_admin import all_group_ids, delete_groups, format_delete
+    from shoal.tools.wire import ToolClient, ToolError
+
+    if bool(args.group) == args.all_groups:
+        raise ToolError("give --group (repeatable) or --all-groups")
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        result = delete_groups(client, all_group_ids(client) if args.all_groups else args.group)
+    print(format_delete(result))
+    return 1 if any(result.values()) else 0
+
+
+def _groups_delete_offsets(args: argparse.Namespace) -> int:
+    from shoal.tools.group_admin import delete_offsets, format_delete_offsets
+    from shoal.tools.wire import ToolClient
+
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        code, results = delete_offsets(client, args.group, args.topic)
+    print(format_delete_offsets(args.group, args.topic, code, results))
+    return 1 if code else 0
+
+
 def add_groups_parser(sub: argparse._SubParsersAction) -> None:
-    """`shoal groups list|describe`."""
+    """`shoal groups list|describe|reset-offsets|delete|delete-offsets`."""
     groups = sub.add_parser("groups", help="list and describe consumer groups (as kafka-consumer-groups)")
     gsub = groups.add_subparsers(dest="groups_command", required=True)
     lst = gsub.add_parser("list", help="list the groups of every broker")
@@ -91,6 +155,38 @@ def add_groups_parser(sub: argparse._SubParsersAction) -> None:
     desc.add_argument("group", help="the group id")
     _add_bootstrap(desc)
     desc.set_defaults(func=lambda a: _run(_groups_describe, a, "shoal groups describe"))
+    reset = gsub.add_parser("reset-offsets", help="plan (and with --execute commit) new offsets for inactive groups")
+    _add_bootstrap(reset)
+    reset.add_argument("--group", action="append", help="a group (repeatable)")
+    reset.add_argument("--all-groups", action="store_true", help="every group of the cluster")
+    reset.add_argument("--topic", action="append", metavar="TOPIC[:P1,P2]",
+                       help="a topic, or some of its partitions (repeatable)")
+    reset.add_argument("--all-topics", action="store_true", help="every partition the group has offsets for")
+    reset.add_argument("--to-earliest", action="store_true")
+    reset.add_argument("--to-latest", action="store_true")
+    reset.add_argument("--to-current", action="store_true")
+    reset.add_argument("--to-offset", type=int, default=None, metavar="N")
+    reset.add_argument("--shift-by", type=int, default=None, metavar="N", help="move by N (negative: back)")
+    reset.add_argument("--to-datetime", default=None, metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                       help="the first offset at or after this time (UTC unless a zone is given)")
+    reset.add_argument("--by-duration", default=None, metavar="PnDTnHnMnS",
+                       help="the first offset at or after now minus this duration")
+    reset.add_argument("--from-file", default=None, metavar="CSV",
+                       help="a plan: topic,partition,offset (one group) or group,topic,partition,offset")
+    reset.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
+    reset.add_argument("--execute", action="store_true", help="commit the plan")
+    reset.add_argument("--export", action="store_true", help="print the plan as CSV (for --from-file)")
+    reset.set_defaults(func=lambda a: _run(_groups_reset, a, "shoal groups reset-offsets"))
+    delete = gsub.add_parser("delete", help="delete groups (they must have no members)")
+    _add_bootstrap(delete)
+    delete.add_argument("--group", action="append", help="a group (repeatable)")
+    delete.add_argument("--all-groups", action="store_true")
+    delete.set_defaults(func=lambda a: _run(_groups_delete, a, "shoal groups delete"))
+    dof = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of topics")
+    _add_bootstrap(dof)
+    dof.add_argument("--group", required=True)
+    dof.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P1,P2]")
+    dof.set_defaults(func=lambda a: _run(_groups_delete_offsets, a, "shoal groups delete-offsets"))
 
 
 def add_offsets_parser(sub: argparse._SubParsersAction) -> None:
@@ -194,3 +290,375 @@ def add_transactions_parser(sub: argparse._SubParsersAction) -> None:
     ab.add_argument("--producer-epoch", type=int, default=None, help="producer epoch (brokers older than 3.0)")
     ab.add_argument("--coordinator-epoch", type=int, default=None,
                     help="coordinator epoch (brokers older than 3.0)")
+
+
+# ---------------------------------------------------------------- shoal topics
+def _topics_create(args: argparse.Namespace) -> int:
+    from shoal.tools.topics import create_topic, parse_configs, parse_replica_assignment
+    from shoal.tools.wire import ToolClient
+
+    configs = parse_configs(args.config or [])
+    assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        created = create_topic(client, args.topic, partitions=args.partitions,
+                               replication_factor=args.replication_factor, configs=configs,
+                               assignment=assignment, if_not_exists=args.if_not_exists)
+    if created:
+        print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _topics_list(args: argparse.Namespace) -> int:
+    from shoal.tools.topics import topic_names
+    from shoal.tools.wire import ToolClient
+
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        names = topic_names(client, args.topic, args.exclude_internal)
+    if names:
+        print("\n".join(names))
+    return 0
+
+
+def _topics_describe(args: argparse.Namespace) -> int:
+    from shoal.tools.topics import (
+        DescribeFilter,
+        describe_topics,
+        ensure_exists,
+        format_description,
+        topic_names,
+    )
+    from shoal.tools.wire import ToolClient
+
+    f = DescribeFilter(args.under_replicated_partitions, args.unavailable_partitions,
+                       args.under_min_isr_partitions, args.at_min_isr_partitions, args.topics_with_overrides)
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        names = topic_names(client, args.topic, args.exclude_internal)
+        ensure_exists(names, args.topic, not args.if_exists)
+        states = describe_topics(client, names)
+        live = set(client.brokers)
+    lines = format_description(states, live, f)
+    if lines:
+        print("\n".join(lines))
+    return 0
+
+
+def _topics_delete(args: argparse.Namespace) -> int:
+    from shoal.tools.topics import delete_topics, ensure_exists, topic_names
+    from shoal.tools.wire import ToolClient
+
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        names = topic_names(client, args.topic, args.exclude_internal)
+        ensure_exists(names, args.topic, not args.if_exists)
+        if names:
+            delete_topics(client, names)
+    return 0
+
+
+def _topics_alter(args: argparse.Namespace) -> int:
+    from shoal.tools.topics import add_partitions, ensure_exists, parse_replica_assignment, topic_names
+    from shoal.tools.wire import ToolClient, ToolError
+
+    if args.partitions is None:
+        raise ToolError("Option \"[alter]\" needs \"[partitions]\" (topic configs are changed with "
+                        "`shoal configs alter`)")
+    assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        names = topic_names(client, args.topic, args.exclude_internal)
+        ensure_exists(names, args.topic, not args.if_exists)
+        if names:
+            add_partitions(client, names, args.partitions, assignment)
+    return 0
+
+
+def add_topics_parser(sub: argparse._SubParsersAction) -> None:
+    """`shoal topics create|list|describe|delete|alter` (kafka-topics)."""
+    topics = sub.add_parser("topics", help="create, list, describe, delete and alter topics (as kafka-topics)")
+    tsub = topics.add_subparsers(dest="topics_command", required=True)
+
+    def command(name: str, help_text: str, fn: Callable[[argparse.Namespace], int],
+                topic_required: bool) -> argparse.ArgumentParser:
+        p = tsub.add_parser(name, help=help_text)
+        _add_bootstrap(p)
+        p.add_argument("--topic", required=topic_required, default=None,
+                       help="the topic (create), or a regular expression of topics (commas for alternatives)")
+        if name != "create":
+            p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
+        p.set_defaults(func=lambda a: _run(fn, a, f"shoal topics {name}"))
+        return p
+
+    c = command("create", "create a topic", _topics_create, True)
+    c.add_argument("--partitions", type=int, default=None, help="partitions (default: the broker's num.partitions)")
+    c.add_argument("--replication-factor", type=int, default=None,
+                   help="replicas of each partition (default: the broker's default.replication.factor)")
+    c.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic config (repeatable)")
+    c.add_argument("--replica-assignment", default=None, metavar="B1:B2,B3:B4",
+                   help="replicas per partition: partitions by comma, broker ids by colon")
+    c.add_argument("--if-not-exists", action="store_true", help="succeed quietly if the topic exists")
+    command("list", "list topics", _topics_list, False)
+    d = command("describe", "partitions, leaders, replicas and configs of topics", _topics_describe, False)
+    d.add_argument("--if-exists", action="store_true", help="succeed quietly if no topic matches")
+    d.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica set")
+    d.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions whose leader is not available")
+    d.add_argument("--under-min-isr-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than min.insync.replicas")
+    d.add_argument("--at-min-isr-partitions", action="store_true",
+                   help="only partitions whose ISR equals min.insync.replicas")
+    d.add_argument("--topics-with-overrides", action="store_true",
+                   help="only topics that override configs (their topic line)")
+    de = command("delete", "delete topics", _topics_delete, True)
+    de.add_argument("--if-exists", action="store_true", help="succeed quietly if no topic matches")
+    a = command("alter", "add partitions to topics", _topics_alter, True)
+    a.add_argument("--partitions", type=int, default=None, help="the new partition count")
+    a.add_argument("--replica-assignment", default=None, metavar="B1:B2,B3:B4",
+                   help="replicas per partition (the entries past the current count are used)")
+    a.add_argument("--if-exists", action="store_true", help="succeed quietly if no topic matches")
+
+
+# ---------------------------------------------------------------- shoal configs
+def _configs_entity(args: argparse.Namespace) -> tuple[str, str | None]:
+    from shoal.tools.wire import ToolError
+
+    entity_type, name = args.entity_type, args.entity_name
+    if args.topic is not None:
+        entity_type, name = "topics", args.topic
+    elif args.broker is not None:
+        entity_type, name = "brokers", args.broker
+    elif args.broker_defaults or args.entity_default:
+        entity_type, name = entity_type or "brokers", ""
+    if entity_type is None:
+        raise ToolError("--entity-type (topics or brokers) is required")
+    if entity_type == "topics" and name == "":
+        raise ToolError("--entity-default is for brokers")
+    return entity_type, name
+
+
+def _configs_describe(args: argparse.Namespace) -> int:
+    from shoal.tools.configs import ENTITY_TYPES, describe, entities, format_describe
+    from shoal.tools.wire import ToolClient
+
+    entity, name = _configs_entity(args)
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        names = [name] if name is not None else entities(client, ENTITY_TYPES[entity])
+        blocks = [format_describe(entity, n, describe(client, ENTITY_TYPES[entity], n, args.all), args.all)
+                  for n in names]
+    print("\n".join(blocks))
+    return 0
+
+
+def _configs_alter(args: argparse.Namespace) -> int:
+    from shoal.tools.configs import ENTITY_TYPES, alter, parse_add_config
+    from shoal.tools.wire import ToolClient, ToolError
+
+    entity, name = _configs_entity(args)
+    if name is None:
+        raise ToolError("an entity name must be specified for --alter (--entity-name, or --entity-default)")
+    add: dict[str, str] = {}
+    for spec in args.add_config or []:
+        add.update(parse_add_config(spec))
+    delete = [k.strip() for spec in (args.delete_config or []) for k in spec.split(",") if k.strip()]
+    if not add and not delete:
+        raise ToolError("nothing to alter: give --add-config and/or --delete-config")
+    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+        alter(client, ENTITY_TYPES[entity], name, add, delete)
+    if name:
+        print(f"Completed updating config for {entity[:-1]} {name}.")
+    else:
+        print(f"Completed updating default config for {entity} in the cluster.")
+    return 0
+
+
+def add_configs_parser(sub: argparse._SubParsersAction) -> None:
+    """`shoal configs describe|alter` (kafka-configs, topics and brokers)."""
+    configs = sub.add_parser("configs", help="describe and alter topic and broker configs (as kafka-configs)")
+    csub = configs.add_subparsers(dest="configs_command", required=True)
+
+    def command(name: str, help_text: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = csub.add_parser(name, help=help_text)
+        _add_bootstrap(p)
+        p.add_argument("--entity-type", choices=("topics", "brokers"), default=None)
+        p.add_argument("--entity-name", default=None, help="a topic name or a broker id")
+        p.add_argument("--entity-default", action="store_true", help="the brokers' cluster-wide default")
+        p.add_argument("--topic", default=None, help="same as --entity-type topics --entity-name TOPIC")
+        p.add_argument("--broker", default=None, help="same as --entity-type brokers --entity-name ID")
+        p.add_argument("--broker-defaults", action="store_true",
+                       help="same as --entity-type brokers --entity-default")
+        p.set_defaults(func=lambda a: _run(fn, a, f"shoal configs {name}"))
+        return p
+
+    d = command("describe", "list configs of a topic or broker (all topics or brokers without a name)",
+                _configs_describe)
+    d.add_argument("--all", action="store_true", help="every config, not only the dynamic ones")
+    a = command("alter", "set or remove configs", _configs_alter)
+    a.add_argument("--add-config", action="append", metavar="K1=V1,K2=[A,B]",
+                   help="configs to set (comma-separated; brackets hold list values)")
+    a.add_argument("--delete-config", action="append", metavar="K1,K2", help="configs to remove")
+
+
+# ---------------------------------------------------------------- shoal produce / consume
+def _produce(args: argparse.Namespace) -> int:
+    from shoal.client import Producer
+    from shoal.client.errors import ClientError, KafkaError
+    from shoal.tools.console import (
+        LineReader,
+        parse_properties,
+        produce_lines,
+        producer_config,
+        properties_file,
+    )
+    from shoal.tools.wire import ToolError
+
+    reader = LineReader.from_properties(parse_properties(args.property or []))
+    extra = properties_file(args.producer_config) if args.producer_config else {}
+    extra.update(parse_properties(args.producer_property or [], "producer property"))
+    cfg = producer_config(args.bootstrap_server, acks=args.request_required_acks, compression=args.compression_codec,
+                          linger_ms=args.timeout, batch_size=args.batch_size,
+                          request_timeout_ms=args.request_timeout_ms, max_block_ms=args.max_block_ms,
+                          retries=args.message_send_max_retries, extra=extra)
+    try:
+        source = open(args.file, encoding="utf-8") if args.file else sys.stdin  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise ToolError(f"cannot read {args.file}: {e.strerror or e}") from None
+    progress = None
+    if args.file and sys.stderr.isatty():  # a long file shows how far it got
+        last = [0.0]
+
+        def progress(n: int) -> None:
+            import time
+
+            now = time.monotonic()
+            if now - last[0] >= 1:
+                last[0] = now
+                print(f"\r{n} records sent", end="", file=sys.stderr, flush=True)
+    try:
+        producer = Producer(cfg)
+    except (KafkaError, ClientError, ValueError) as e:
+        raise ToolError(str(e)) from None
+    try:
+        sent, errors = produce_lines(source, producer, args.topic, reader, partition=args.partition,
+                                     sync=args.sync, progress=progress)
+    except (KafkaError, ClientError) as e:
+        raise ToolError(str(e)) from None
+    finally:
+        producer.close()
+        if source is not sys.stdin:
+            source.close()
+    if progress is not None:
+        print(f"\r{sent} records sent", file=sys.stderr)
+    for e in errors[:10]:
+        print(e, file=sys.stderr)
+    if len(errors) > 10:
+        print(f"... and {len(errors) - 10} more errors", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from shoal.client import Consumer, TopicPartition
+    from shoal.client.errors import ClientError, KafkaError
+    from shoal.tools.console import (
+        Formatter,
+        consume,
+        consumer_config,
+        parse_offset,
+        parse_properties,
+        properties_file,
+        stdout_bytes,
+    )
+    from shoal.tools.wire import ToolError
+
+    if bool(args.topic) == bool(args.include):
+        raise ToolError("Exactly one of --include/--topic is required.")
+    if args.partition is not None and not args.topic:
+        raise ToolError("The topic is required when partition is specified.")
+    if args.offset is not None and args.partition is None:
+        raise ToolError("The partition is required when offset is specified.")
+    if args.offset is not None and args.from_beginning:
+        raise ToolError("Options from-beginning and offset cannot be specified together.")
+    formatter = Formatter.from_properties(parse_properties(args.property or []), args.formatter)
+    extra = properties_file(args.consumer_config) if args.consumer_config else {}
+    extra.update(parse_properties(args.consumer_property or [], "consumer property"))
+    cfg = consumer_config(args.bootstrap_server, group=args.group, from_beginning=args.from_beginning,
+                          isolation_level=args.isolation_level, extra=extra, assigned=args.partition is not None)
+    offset = parse_offset(args.offset) if args.offset is not None else None
+    count = 0
+    try:
+        consumer = Consumer(cfg)
+    except (KafkaError, ClientError, ValueError) as e:
+        raise ToolError(str(e)) from None
+    try:
+        if args.partition is not None:
+            tp = TopicPartition(args.topic, args.partition)
+            consumer.assign([tp])
+            if offset == "earliest" or (offset is None and args.from_beginning):
+                consumer.seek_to_beginning(tp)
+            elif offset == "latest" or offset is None:
+                consumer.seek_to_end(tp)
+            else:
+                consumer.seek(tp, offset)
+        elif args.include:
+            consumer.subscribe(pattern=args.include)
+        else:
+            consumer.subscribe([args.topic])
+        try:
+            count = consume(consumer, stdout_bytes(), formatter, max_messages=args.max_messages,
+                            timeout_ms=args.timeout_ms, skip_errors=args.skip_message_on_error)
+        except KeyboardInterrupt:
+            pass
+    except (KafkaError, ClientError) as e:
+        raise ToolError(str(e)) from None
+    finally:
+        try:
+            consumer.close()
+        finally:
+            print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+def add_console_parsers(sub: argparse._SubParsersAction) -> None:
+    """`shoal produce` and `shoal consume` (kafka-console-producer / kafka-console-consumer)."""
+    p = sub.add_parser("produce", help="send lines of standard input (or a file) as records "
+                                       "(as kafka-console-producer)")
+    # Not _add_bootstrap: Kafka's console producer has a --timeout of its own (the linger).
+    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,HOST:PORT...]")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--file", default=None, help="read this file instead of standard input")
+    p.add_argument("--partition", type=int, default=None, help="send every record to this partition")
+    p.add_argument("--property", action="append", metavar="KEY=VALUE",
+                   help="line reader settings: parse.key, key.separator, parse.headers, headers.delimiter, "
+                        "headers.separator, headers.key.separator, null.marker, ignore.error")
+    p.add_argument("--producer-property", action="append", metavar="KEY=VALUE", help="a producer setting")
+    p.add_argument("--producer.config", dest="producer_config", default=None, help="a producer properties file")
+    p.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
+                   choices=("none", "gzip", "snappy", "lz4", "zstd"), help="compression (gzip if given alone)")
+    p.add_argument("--request-required-acks", default="-1", help="acks (default -1: all)")
+    p.add_argument("--timeout", type=int, default=1000, metavar="MS",
+                   help="linger: how long a record may wait for its batch to fill (default 1000)")
+    p.add_argument("--batch-size", type=int, default=16384)
+    p.add_argument("--request-timeout-ms", type=int, default=1500)
+    p.add_argument("--max-block-ms", type=int, default=60000)
+    p.add_argument("--message-send-max-retries", type=int, default=None)
+    p.add_argument("--sync", action="store_true", help="wait for each record's acknowledgement")
+    p.set_defaults(func=lambda a: _run(_produce, a, "shoal produce"))
+
+    c = sub.add_parser("consume", help="print records (as kafka-console-consumer)")
+    c.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,HOST:PORT...]")
+    c.add_argument("--topic", default=None)
+    c.add_argument("--include", default=None, metavar="REGEX", help="every topic matching this expression")
+    c.add_argument("--partition", type=int, default=None, help="read only this partition (no group)")
+    c.add_argument("--offset", default=None, help="with --partition: earliest, latest (default) or an offset")
+    c.add_argument("--from-beginning", action="store_true", help="start at the earliest offset when there is no "
+                                                                  "committed one")
+    c.add_argument("--group", default=None, help="the consumer group (default: a random one, nothing committed)")
+    c.add_argument("--max-messages", type=int, default=None, help="exit after this many records")
+    c.add_argument("--timeout-ms", type=int, default=None, help="exit when no record came for this long")
+    c.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"), default="read_uncommitted")
+    c.add_argument("--property", action="append", metavar="KEY=VALUE",
+                   help="formatter settings: print.key, print.value, print.timestamp, print.partition, "
+                        "print.offset, print.headers, key.separator, line.separator, headers.separator, "
+                        "null.literal")
+    c.add_argument("--formatter", default=None, help="json for one JSON object per record (default: Kafka's)")
+    c.add_argument("--consumer-property", action="append", metavar="KEY=VALUE", help="a consumer setting")
+    c.add_argument("--consumer.config", dest="consumer_config", default=None, help="a consumer properties file")
+    c.add_argument("--skip-message-on-error", action="store_true", help="skip records that cannot be printed")
+    c.set_defaults(func=lambda a: _run(_consume, a, "shoal consume"))

@@ -206,6 +206,13 @@ def _committed_offsets(conn, group_id: str) -> dict[tuple[str, int], int]:  # no
 def log_end_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]],
                     warnings: list[str] | None = None) -> dict[tuple[str, int], int]:
     """ListOffsets(latest) sent to each partition's leader: {(topic, partition): log end offset}."""
+    return list_offsets(client, partitions, LATEST_TIMESTAMP, warnings)
+
+
+def list_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]], timestamp: int,
+                 warnings: list[str] | None = None) -> dict[tuple[str, int], int]:
+    """ListOffsets to each partition's leader: -1 latest, -2 earliest, else the first offset at or
+    after ``timestamp`` (ms; -1 where no record is that late)."""
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
@@ -230,7 +237,7 @@ def log_end_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]],
         v = conn.version(2)
         req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
             ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=[
-                ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=LATEST_TIMESTAMP,
+                ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=timestamp,
                                                         current_leader_epoch=-1, max_num_offsets=1)
                 for p in ps])
             for t, ps in topics.items()])
@@ -239,7 +246,7 @@ def log_end_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]],
             for p in t.partitions:
                 if p.error_code != ErrorCode.NONE:
                     if warnings is not None:
-                        warnings.append(f"log end offset of {t.name}-{p.partition_index}: {error_name(p.error_code)}")
+                        warnings.append(f"offset of {t.name}-{p.partition_index}: {error_name(p.error_code)}")
                     continue
                 offset = p.offset if v >= 1 else (p.old_style_offsets[0] if p.old_style_offsets else -1)
                 out[(t.name, p.partition_index)] = offset

@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 
 from shoal.broker.config import DEFAULTS, BrokerConfig
 from shoal.broker.handlers.topic_admin import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC
-from shoal.broker.topic_configs import DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIG_SYNONYMS, broker_topic_defaults
+from shoal.broker.topic_configs import (
+    DYNAMIC_BROKER_CONFIGS,
+    TOPIC_CONFIG_FALLBACK_SYNONYMS,
+    TOPIC_CONFIG_SYNONYMS,
+    broker_topic_defaults,
+)
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.describe_configs_response import DescribeConfigsResponse
 
@@ -34,9 +39,18 @@ def broker_layers(config: BrokerConfig, key: str) -> list[tuple[str, int]]:
     static = config.props.get(key)
     if static is not None and static != DEFAULTS.get(key):
         out.append((static, SOURCE_STATIC_BROKER))
-    if key in DEFAULTS:
+    if DEFAULTS.get(key):  # an empty default means "unset": a lower synonym decides
         out.append((DEFAULTS[key], SOURCE_DEFAULT))
     return out
+
+
+def topic_synonym_layers(config: BrokerConfig, topic_key: str) -> list[tuple[str, str, int]]:
+    """A topic config's broker synonyms, highest precedence first: (name, value, source)."""
+    broker_key = TOPIC_CONFIG_SYNONYMS[topic_key]
+    if broker_key is None:
+        return []
+    return [(k, v, src) for k in (broker_key, *TOPIC_CONFIG_FALLBACK_SYNONYMS.get(topic_key, ()))
+            for v, src in broker_layers(config, k)]
 
 
 def register(broker: Broker) -> None:
@@ -48,16 +62,15 @@ def register(broker: Broker) -> None:
         out = []
         for key, default in sorted(defaults.items()):
             synonyms = []
-            broker_key = TOPIC_CONFIG_SYNONYMS[key]
-            layers = broker_layers(config, broker_key) if broker_key else []
+            layers = topic_synonym_layers(config, key)
             if key in info.configs:
                 value, source = info.configs[key], SOURCE_TOPIC
                 synonyms.append(Synonym(name=key, value=value, source=SOURCE_TOPIC))
             else:
                 value = default
-                source = layers[0][1] if layers else SOURCE_DEFAULT
+                source = layers[0][2] if layers else SOURCE_DEFAULT
             if include_synonyms:
-                synonyms += [Synonym(name=broker_key, value=v, source=src) for v, src in layers]
+                synonyms += [Synonym(name=k, value=v, source=src) for k, v, src in layers]
             out.append(Entry(name=key, value=value, read_only=False, is_default=source == SOURCE_DEFAULT,
                              config_source=source, is_sensitive=False,
                              synonyms=synonyms if include_synonyms else []))
@@ -73,9 +86,7 @@ def register(broker: Broker) -> None:
             layers = broker_layers(config, k)
             if resource == "":
                 layers = [la for la in layers if la[1] != SOURCE_DYNAMIC_BROKER]
-            if not layers:
-                layers = [(config.get(k), SOURCE_STATIC_BROKER)]
-            value, source = layers[0]
+            value, source = layers[0] if layers else (None, SOURCE_DEFAULT)  # unset, no default: null
             out.append(Entry(name=k, value=value, read_only=k not in DYNAMIC_BROKER_CONFIGS,
                              is_default=source == SOURCE_DEFAULT, config_source=source, is_sensitive=False,
                              synonyms=[Synonym(name=k, value=v, source=src) for v, src in layers]

@@ -1,0 +1,139 @@
+"""`shoal configs describe|alter`: kafka-configs.sh for topics and brokers, over the wire.
+
+``describe`` prints as Kafka's tool: ``Dynamic configs for topic T are:`` (or
+``All configs ...`` with ``--all``, ``Default configs for brokers in the
+cluster are:`` for the cluster default), then ``  name=value sensitive=false
+synonyms={SOURCE:name=value, ...}`` per config. Without ``--all`` only the
+dynamic ones are listed: a topic's own configs, or a broker's dynamic configs.
+``alter`` sends IncrementalAlterConfigs (SET for ``--add-config``, DELETE for
+``--delete-config``) and prints ``Completed updating config for topic T.``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
+from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from shoal.tools.wire import BrokerConnection, ToolClient, ToolError, error_name
+
+TOPIC, BROKER = 2, 4
+SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
+
+
+@dataclass
+class ConfigLine:
+    name: str
+    value: str | None
+    source: int
+    sensitive: bool
+    synonyms: list[tuple[int, str, str | None]]
+
+    def format(self) -> str:
+        syn = ", ".join(f"{SOURCE_NAMES.get(s, s)}:{n}={v}" for s, n, v in self.synonyms)
+        return f"  {self.name}={self.value} sensitive={str(self.sensitive).lower()} synonyms={{{syn}}}"
+
+
+def parse_add_config(spec: str) -> dict[str, str]:
+    """``k1=v1,k2=[a,b],k3=v3`` -> {k1: v1, k2: "a,b", k3: v3}, as kafka-configs (brackets hold lists)."""
+    out: dict[str, str] = {}
+    i, n = 0, len(spec)
+    while i < n:
+        eq = spec.find("=", i)
+        if eq < 0:
+            raise ToolError(f"Invalid config(s): {spec[i:]} (expected key=value)")
+        key = spec[i:eq].strip()
+        j = eq + 1
+        if j < n and spec[j] == "[":
+            end = spec.find("]", j)
+            if end < 0:
+                raise ToolError(f"Invalid config(s): unclosed '[' in {spec!r}")
+            value, j = spec[j + 1:end], end + 1
+        else:
+            comma = spec.find(",", j)
+            comma = n if comma < 0 else comma
+            value, j = spec[j:comma], comma
+        if not key:
+            raise ToolError(f"Invalid config(s): {spec!r}")
+        out[key] = value.strip()
+        if j < n and spec[j] != ",":
+            raise ToolError(f"Invalid config(s): {spec!r}")
+        i = j + 1
+    return out
+
+
+def _conn(client: ToolClient, entity_type: int, name: str) -> BrokerConnection:
+    if entity_type == BROKER and name:
+        return client.node(int(name))
+    return client.node(client.all_nodes()[0])
+
+
+def check_entity(entity_type: int, name: str) -> None:
+    if entity_type == BROKER and name:
+        try:
+            int(name)
+        except ValueError:
+            raise ToolError(f"The entity name for brokers must be a valid integer broker id, found: {name}") \
+                from None
+
+
+def describe(client: ToolClient, entity_type: int, name: str, describe_all: bool) -> list[ConfigLine]:
+    """The configs of one resource ("" is the brokers' cluster default), filtered as kafka-configs."""
+    check_entity(entity_type, name)
+    conn = _conn(client, entity_type, name)
+    v = conn.version(32)
+    resp = conn.send(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=entity_type, resource_name=name, configuration_keys=None)],
+        include_synonyms=True, include_documentation=False), v)
+    r = resp.results[0]
+    if r.error_code:
+        raise ToolError(r.error_message or f"cannot describe {name}: {error_name(r.error_code)}")
+    if entity_type == TOPIC:
+        wanted = 1
+    else:
+        wanted = 3 if name == "" else 2
+    out = []
+    for c in sorted(r.configs, key=lambda c: c.name):
+        source = c.config_source if v >= 1 else (5 if c.is_default else 0)
+        if not describe_all and source != wanted:
+            continue
+        synonyms = [(s.source, s.name, s.value) for s in (c.synonyms or [])]
+        out.append(ConfigLine(c.name, c.value, source, bool(c.is_sensitive), synonyms))
+    return out
+
+
+def format_describe(entity: str, name: str, lines: list[ConfigLine], describe_all: bool) -> str:
+    if entity == "brokers" and name == "":
+        head = "Default configs for brokers in the cluster are:"
+    else:
+        head = f"{'All' if describe_all else 'Dynamic'} configs for {entity[:-1]} {name} are:"
+    return "\n".join([head, *(line.format() for line in lines)])
+
+
+def alter(client: ToolClient, entity_type: int, name: str, add: dict[str, str], delete: list[str]) -> None:
+    """IncrementalAlterConfigs: SET ``add``, DELETE ``delete`` (which must be set now, as Kafka checks)."""
+    check_entity(entity_type, name)
+    if delete:
+        current = {c.name for c in describe(client, entity_type, name, describe_all=False)}
+        invalid = [k for k in delete if k not in current]
+        if invalid:
+            raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+    cls = IncrementalAlterConfigsRequest
+    configs = [cls.AlterableConfig(name=k, config_operation=0, value=v) for k, v in add.items()]
+    configs += [cls.AlterableConfig(name=k, config_operation=1, value=None) for k in delete]
+    conn = _conn(client, entity_type, name)
+    resp = conn.send(cls(resources=[cls.AlterConfigsResource(resource_type=entity_type, resource_name=name,
+                                                             configs=configs)], validate_only=False))
+    r = resp.responses[0]
+    if r.error_code:
+        raise ToolError(r.error_message or f"cannot alter {name}: {error_name(r.error_code)}")
+
+
+def entities(client: ToolClient, entity_type: int) -> list[str]:
+    """Every topic (internal ones too), or every broker id then the cluster default "", as kafka-configs."""
+    if entity_type == TOPIC:
+        return sorted(t.name for t in client.metadata(None).topics)
+    return [*(str(n) for n in client.all_nodes()), ""]
