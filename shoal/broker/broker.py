@@ -22,6 +22,7 @@ from shoal.broker.clock import now_ms
 from shoal.broker.config import BrokerConfig, ConfigError
 from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
 from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, ClusterMetadata, TopicInfo
+from shoal.broker.metrics import BrokerMetrics, MetricsServer
 from shoal.broker.node import BrokerNode
 from shoal.broker.producer_ids import ProducerIdManager
 from shoal.broker.topic_configs import (
@@ -82,6 +83,8 @@ class Broker:
         # (topic, partition) -> futures of fetches waiting for data
         self.fetch_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         self.apis = ApiRegistry()
+        self.metrics = BrokerMetrics()
+        self.metrics_server: MetricsServer | None = None
         self.coordinators = GroupCoordinators(self)
         self.txn_coordinators = TxnCoordinators(self)
         handlers.register_all(self)
@@ -110,6 +113,10 @@ class Broker:
         await self.coordinators.on_leadership_changed()
         await self.txn_coordinators.on_leadership_changed()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+        port = self.config.get_optional_int("metrics.port")
+        if port is not None:
+            self.metrics_server = MetricsServer(self, self.config.listeners[0].host, port)
+            await self.metrics_server.start()
 
     async def stop_node(self, node_id: int) -> None:
         """Stop one node: its connections close and its partitions get new leaders."""
@@ -128,6 +135,8 @@ class Broker:
     async def close(self) -> None:
         if self._housekeeping is not None:
             self._housekeeping.cancel()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         for node in self.nodes.values():
             await node.stop()
         await self.txn_coordinators.close()

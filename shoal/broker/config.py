@@ -64,6 +64,8 @@ DEFAULTS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "producer.id.expiration.ms": "86400000",
+    # shoal: the port of the Prometheus endpoint (/metrics, /health, /ready); empty: off
+    "metrics.port": "",
 }
 
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,10 +103,13 @@ class BrokerNode:
             raise CloseConnection(f"cannot decode {api.name} v{api_version}: {e}") from None
         ctx = RequestContext(self, api_key, api_version, correlation_id,
                              header.client_id, conn.peer.rsplit(":", 1)[0])
+        started = time.perf_counter()
         response: Any = await api.handler(ctx, request)
         if response is None:  # acks=0 produce: no response at all
+            self.broker.metrics.request(api.name, api_version, (time.perf_counter() - started) * 1000)
             return None
         # The body is encoded straight after the header: one copy of any records.
         out = start_response(correlation_id, response_header_version(api_key, api_version))
         response.encode_into(out, api_version)
+        self.broker.metrics.request(api.name, api_version, (time.perf_counter() - started) * 1000)
         return finish_frame(out)

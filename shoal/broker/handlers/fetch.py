@@ -144,6 +144,9 @@ def register(broker: Broker) -> None:
                         if not pending:
                             del broker.fetch_waiters[key]
                     fut.cancel()
+        for t in responses:
+            if t.topic:
+                broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions if p.records is not None))
         return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
                              responses=responses)
 

@@ -42,6 +42,7 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Partition
 
 def register(broker: Broker) -> None:
     metadata = broker.metadata
+    metrics = broker.metrics
 
     def append(ctx: RequestContext, transactional_id: str | None, topic: str, index: int, records,
                now: int) -> PartitionResponse:
@@ -92,6 +93,7 @@ def register(broker: Broker) -> None:
             return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
                                      log_append_time_ms=-1, log_start_offset=plog.log_start_offset)
         broker.notify_append(topic, index)
+        metrics.produced(topic, len(buf), sum(h.records_count for h in headers))
         return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
                                  log_append_time_ms=result.log_append_time,
                                  log_start_offset=plog.log_start_offset)
@@ -107,6 +109,9 @@ def register(broker: Broker) -> None:
                     parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 else:
                     parts.append(append(ctx, req.transactional_id, topic_data.name, pd.index, pd.records, now))
+                metrics.produce_requests[topic_data.name] += 1
+                if parts[-1].error_code:
+                    metrics.failed_produce_requests[topic_data.name] += 1
             responses.append(TopicResponse(name=topic_data.name, partition_responses=parts))
         if acks == 0:
             # No response for acks=0; Kafka closes the connection on an error so the

@@ -49,6 +49,7 @@ class ClassicGroupManager:
         self.timers = shard.timers
         # group_id -> "initial" | "normal": which kind of join timer is pending.
         self._join_kind: dict[str, str] = {}
+        self.completed_rebalances = 0  # generations begun with members (a metric; not state)
 
     # ================================================================ helpers
     @property
@@ -354,6 +355,7 @@ class ClassicGroupManager:
         if group.state == S.EMPTY:
             self.store_group(group, {})
             return
+        self.completed_rebalances += 1
         for m in group.members.values():
             if m.join_waiter is not None:
                 waiter, m.join_waiter = m.join_waiter, None
