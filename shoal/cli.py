@@ -28,7 +28,17 @@ def _serve(args: argparse.Namespace) -> int:
     if args.nodes < 1:
         print("shoal serve: --nodes must be at least 1", file=sys.stderr)
         return 2
-    serve(config, args.nodes, args.control_stdin)
+    node_ports = None
+    if args.node_ports:
+        try:
+            node_ports = [int(p) for p in args.node_ports.split(",")]
+        except ValueError:
+            node_ports = []
+        if len(node_ports) != args.nodes or not all(0 <= p < 65536 for p in node_ports):
+            print(f"shoal serve: --node-ports needs {args.nodes} port numbers, comma-separated",
+                  file=sys.stderr)
+            return 2
+    serve(config, args.nodes, args.control_stdin, node_ports)
     return 0
 
 
@@ -43,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="set a property (repeatable), as kafka-server-start.sh --override")
     serve.add_argument("--nodes", type=int, default=1,
                        help="run N broker nodes in this process (ports listener, listener+1, ...)")
+    serve.add_argument("--node-ports", metavar="P0,P1,...",
+                       help="each node's port (instead of listener, listener+1, ...)")
     serve.add_argument("--control-stdin", action="store_true",
                        help="read 'stop-node N' / 'start-node N' commands from standard input")
     serve.set_defaults(func=_serve)

@@ -65,11 +65,14 @@ def tune_malloc() -> None:
         pass
 
 
-async def run(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False) -> None:
+async def run(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False,
+              node_ports: list[int] | None = None) -> None:
     try:
         broker = Broker(config, nodes)
     except OSError as e:
         raise SystemExit(f"shoal serve: cannot use the log directories: {e}") from None
+    for node, port in zip(broker.nodes.values(), node_ports or [], strict=False):
+        node.port = port
     try:
         await broker.start()
     except OSError as e:  # e.g. the port is taken: one clear line, not a traceback
@@ -92,6 +95,8 @@ async def run(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False)
         print("shoal stopped", flush=True)
 
 
-def serve(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False) -> None:
+def serve(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False,
+          node_ports: list[int] | None = None) -> None:
+    """Run until SIGINT/SIGTERM. ``node_ports`` gives each node its port (else listener, +1, ...)."""
     tune_malloc()
-    asyncio.run(run(config, nodes, control_stdin))
+    asyncio.run(run(config, nodes, control_stdin, node_ports))

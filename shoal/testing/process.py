@@ -45,11 +45,12 @@ class BrokerProcess:
         return list(self.ports)
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
-        first_port = next(iter(self.ports.values()), 0)
         cmd = [sys.executable, "-m", "shoal.cli", "--log-level", "INFO", "serve",
                "--nodes", str(self.nodes), "--control-stdin",
-               "--override", f"listeners=PLAINTEXT://127.0.0.1:{first_port}",
+               "--override", "listeners=PLAINTEXT://127.0.0.1:0",
                "--override", f"log.dirs={self.data_dir}"]
+        if self.ports:  # a restart: every node back on its own port
+            cmd += ["--node-ports", ",".join(str(self.ports[n]) for n in sorted(self.ports))]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)

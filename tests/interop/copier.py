@@ -16,12 +16,36 @@ mostly on open transactions.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import sys
+import threading
 import time
 import uuid
 
 IN, OUT, GROUP = "in", "out", "copier-group"
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float, what: str):
+    """Exit (code 5; the test restarts the copier) if the block outlives ``seconds``.
+
+    librdkafka's send_offsets_to_transaction() can block forever, past its own timeout, once the
+    group coordinator's node has been stopped (librdkafka issues #5456 and #5511, open): its
+    coordinator request is never retried. A copier stuck there is a client bug, not a broker one.
+    """
+    def expire() -> None:
+        print(f"watchdog: {what} blocked for {seconds} s (librdkafka #5456/#5511); exiting", flush=True)
+        os._exit(5)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def run_confluent(bootstrap: str, partition: int, pause: float) -> None:
@@ -59,8 +83,9 @@ def run_confluent(bootstrap: str, partition: int, pause: float) -> None:
             for k, m in enumerate(msgs):
                 producer.produce(OUT, value=b"%s:%s:%d:%d:%d" % (m.value(), run.encode(), txn, k, len(msgs)),
                                  partition=partition)
-            producer.send_offsets_to_transaction([TopicPartition(IN, partition, msgs[-1].offset() + 1)],
-                                                 consumer.consumer_group_metadata(), 30)
+            with watchdog(45, "send_offsets_to_transaction(timeout=30)"):
+                producer.send_offsets_to_transaction([TopicPartition(IN, partition, msgs[-1].offset() + 1)],
+                                                     consumer.consumer_group_metadata(), 30)
             time.sleep(pause)
             while True:
                 try:

@@ -65,10 +65,12 @@ def test_given_data_dir_is_kept(tmp_path):
 
 
 def test_subprocess_mode_survives_sigkill():
-    with broker(mode="subprocess", log_flush_interval_messages=1) as b:
+    with broker(nodes=3, mode="subprocess", log_flush_interval_messages=1) as b:
         assert isinstance(b, BrokerProcess)
+        bootstrap = b.bootstrap_servers
         produce(b.bootstrap_servers, "crash", [b"1", b"2"])
         b.restart(hard=True)  # SIGKILL, then start on the same data and ports
+        assert b.bootstrap_servers == bootstrap  # every node, not only the first
         assert consume(b.bootstrap_servers, "crash", 2) == [b"1", b"2"]
 
 
