@@ -45,6 +45,7 @@ DEFAULTS: dict[str, str] = {
     "log.message.timestamp.type": "CreateTime",
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
+    "fetch.max.bytes": "57671680",
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "3",
     "offsets.topic.segment.bytes": "104857600",
@@ -214,7 +215,7 @@ class BrokerConfig:
 
     def _validate(self) -> None:
         self.listeners  # noqa: B018 - parse to validate
-        for key in ("num.partitions", "message.max.bytes", "socket.request.max.bytes",
+        for key in ("num.partitions", "message.max.bytes", "socket.request.max.bytes", "fetch.max.bytes",
                     "offsets.topic.num.partitions", "log.segment.bytes", "transaction.state.log.num.partitions",
                     "transaction.max.timeout.ms"):
             if self.get_int(key) <= 0:

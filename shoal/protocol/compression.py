@@ -64,9 +64,19 @@ def xerial_snappy_compress(
     return b"".join(parts)
 
 
-def snappy_decompress(data: bytes | bytearray | memoryview) -> bytes:
-    """Decompress raw snappy or xerial-framed snappy (detected by its magic)."""
+def snappy_decompress(data: bytes | bytearray | memoryview, limit: int | None = None) -> bytes:
+    """Decompress raw snappy or xerial-framed snappy (detected by its magic); the result is at
+    most ``limit`` bytes (else CompressionError), checked before anything is decompressed."""
     mv = memoryview(data)
+    total = 0
+
+    def check(block: memoryview) -> None:
+        nonlocal total
+        if limit is not None:
+            total += cramjam.snappy.decompress_raw_len(block)
+            if total > limit:
+                raise CompressionError(f"decompressed size exceeds {limit} bytes")
+
     if len(mv) >= 16 and mv[:8] == XERIAL_MAGIC:
         out = []
         pos = 16
@@ -78,9 +88,11 @@ def snappy_decompress(data: bytes | bytearray | memoryview) -> bytes:
             pos += 4
             if n < 0 or pos + n > end:
                 raise CompressionError("truncated xerial snappy block")
+            check(mv[pos : pos + n])
             out.append(bytes(cramjam.snappy.decompress_raw(mv[pos : pos + n])))
             pos += n
         return b"".join(out)
+    check(mv)
     return bytes(cramjam.snappy.decompress_raw(mv))
 
 
@@ -104,19 +116,42 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
     raise CompressionError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Decompress ``data`` written with Kafka codec id ``codec``."""
+def decompress(codec: int, data: bytes | bytearray | memoryview, limit: int | None = None) -> bytes | bytearray:
+    """Decompress ``data`` written with Kafka codec id ``codec``.
+
+    With ``limit``, memory stays bounded whatever the payload claims: a result longer than
+    ``limit`` bytes raises CompressionError instead of being built (a few KB of zeros compress
+    to gigabytes).
+    """
     try:
         if codec == NONE:
             return bytes(data)
-        if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
         if codec == SNAPPY:
-            return snappy_decompress(data)
-        if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return snappy_decompress(data, limit)
+        if codec in (GZIP, LZ4, ZSTD):
+            module = {GZIP: cramjam.gzip, LZ4: cramjam.lz4, ZSTD: cramjam.zstd}[codec]
+            if limit is None:
+                return bytes(module.decompress(data))
+            return _decompress_bounded(module, data, limit)
     except cramjam.DecompressionError as e:
         raise CompressionError(f"{CODEC_NAMES.get(codec, codec)} decompression failed: {e}") from e
     raise CompressionError(f"unknown compression codec {codec}")
+
+
+def _decompress_bounded(module, data: bytes | bytearray | memoryview, limit: int) -> bytearray:
+    # cramjam writes into a buffer it cannot grow: start from a size most payloads fit in and
+    # grow it fourfold, never past the limit.
+    size = min(limit, max(8 * len(data), 1 << 18))
+    while True:
+        out = bytearray(size)
+        try:
+            n = module.decompress_into(data, out)
+        except cramjam.DecompressionError as e:
+            if "whole buffer" not in str(e):  # corrupt data, not a full buffer
+                raise
+            if size >= limit:
+                raise CompressionError(f"decompressed size exceeds {limit} bytes") from e
+            size = min(limit, size * 4)
+            continue
+        del out[n:]
+        return out

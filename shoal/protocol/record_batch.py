@@ -473,6 +473,120 @@ def _decode_records(
         yield Record(base_offset + offset_delta, ts, key, value, headers)
 
 
+def _varint_at(buf: Buffer, pos: int) -> tuple[int, int]:
+    """A zigzag varint of up to 5 bytes (Kafka's readVarint): (value, position after)."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 28:
+            raise InvalidRecordError("varint is too long")
+
+
+def _varlong_end(buf: Buffer, pos: int) -> int:
+    """The position after a varlong (up to 10 bytes)."""
+    for i in range(pos, pos + 10):
+        if buf[i] < 0x80:
+            return i + 1
+    raise InvalidRecordError("varlong is too long")
+
+
+def check_records(data: Buffer, count: int, key_required: bool = False) -> None:
+    """Check that ``data`` (a batch's decompressed records section) holds exactly ``count``
+    well-formed records, as Kafka's DefaultRecord.readFrom reads them: lengths that add up, no
+    negative header count, no null header key, nothing left over; with ``key_required`` (a
+    compacted topic) every record has a key. Raises InvalidRecordError.
+
+    This runs on every produced batch, so it walks the bytes without building a record: one-byte
+    varints (nearly every length below 64 and every delta) are decoded inline.
+    """
+    pos = 0
+    end = len(data)
+    varint = _varint_at
+    i = 0
+    try:
+        for i in range(count):  # noqa: B007 - i names the record in errors
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = varint(data, pos)
+            record_end = pos + length
+            if length <= 0 or record_end > end:
+                raise InvalidRecordError(f"record {i} has an invalid size {length}")
+            pos += 1  # attributes
+            pos = pos + 1 if data[pos] < 0x80 else _varlong_end(data, pos)  # timestamp delta
+            pos = pos + 1 if data[pos] < 0x80 else varint(data, pos)[1]  # offset delta
+            b = data[pos]  # key length
+            if b < 0x80:
+                pos += 1
+                if b & 1:
+                    if key_required:
+                        raise InvalidRecordError("Compacted topic cannot accept message without key")
+                else:
+                    pos += b >> 1
+            else:
+                n, pos = varint(data, pos)
+                if n >= 0:
+                    pos += n
+                elif key_required:
+                    raise InvalidRecordError("Compacted topic cannot accept message without key")
+            b = data[pos]  # value length
+            if b < 0x80:
+                pos += 1
+                if not b & 1:
+                    pos += b >> 1
+            else:
+                n, pos = varint(data, pos)
+                if n > 0:
+                    pos += n
+            if data[pos]:  # header count
+                headers, pos = varint(data, pos)
+                if headers < 0:
+                    raise InvalidRecordError(f"record {i} has an invalid number of headers {headers}")
+                for _ in range(headers):
+                    n, pos = varint(data, pos)
+                    if n < 0:
+                        raise InvalidRecordError(f"record {i} has a header with a null key")
+                    n, pos = varint(data, pos + n)
+                    if n > 0:
+                        pos += n
+            else:
+                pos += 1
+            if pos != record_end:
+                raise InvalidRecordError(f"record {i}: expected to read {length} bytes, read "
+                                         f"{length + pos - record_end}")
+    except IndexError:
+        raise InvalidRecordError(f"record {i} is truncated") from None
+    if pos != end:
+        raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+
+
+def validate_records(buf: Buffer, headers: Sequence[BatchHeader], *, key_required: bool = False,
+                     max_decompressed: int = 1 << 30) -> None:
+    """Kafka's LogValidator on produce: every record of every batch read (compressed batches
+    decompressed, to at most ``max_decompressed`` bytes). Raises InvalidRecordError."""
+    mv = memoryview(buf)
+    for h in headers:
+        start = h.position + HEADER_SIZE
+        raw = mv[start : h.position + h.size]
+        codec = h.attributes & COMPRESSION_MASK
+        if codec == _compression.NONE:
+            data = raw
+        else:
+            try:
+                data = _compression.decompress(codec, raw, max_decompressed)
+            except _compression.CompressionError as e:
+                raise InvalidRecordError(f"batch at position {h.position}: {e}") from None
+        check_records(data, h.records_count, key_required)
+
+
 def records_payload(batch: Buffer, header: BatchHeader | None = None) -> bytes:
     """The (decompressed) records section of the batch starting at byte 0 of ``batch``."""
     h = header if header is not None else parse_header(batch)

@@ -516,9 +516,14 @@ class PartitionLog:
                     continue
                 batch = os.pread(seg.fd, h.size, h.position)
                 h.position = 0
-                for r in rb.iter_records(batch, h):
-                    if r.offset >= from_offset and r.timestamp >= timestamp:
-                        return r.offset, r.timestamp
+                try:
+                    for r in rb.iter_records(batch, h):
+                        if r.offset >= from_offset and r.timestamp >= timestamp:
+                            return r.offset, r.timestamp
+                except rb.RecordBatchError:
+                    # records that do not parse (stored before produce validated them): answer
+                    # at batch granularity rather than fail every lookup on this partition
+                    return max(h.base_offset, from_offset), h.max_timestamp
         return None
 
     def _max_timestamp_offset(self) -> tuple[int, int] | None:
@@ -536,9 +541,12 @@ class PartitionLog:
                 continue
             batch = os.pread(best.fd, h.size, h.position)
             h.position = 0
-            for r in rb.iter_records(batch, h):
-                if r.timestamp == target and r.offset >= self._log_start_offset:
-                    return r.offset, r.timestamp
+            try:
+                for r in rb.iter_records(batch, h):
+                    if r.timestamp == target and r.offset >= self._log_start_offset:
+                        return r.offset, r.timestamp
+            except rb.RecordBatchError:  # unparsable records (see offset_for_timestamp)
+                return max(h.base_offset, self._log_start_offset), target
         return None
 
     def expire_producers(self, now_ms: int) -> int:

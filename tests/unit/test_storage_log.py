@@ -413,3 +413,19 @@ def test_config_from_topic_configs() -> None:
     ):
         with pytest.raises(InvalidConfigError):
             LogConfig.from_topic_configs(bad, base)
+
+
+def test_offset_for_timestamp_survives_unparsable_records(tmp_path: Path) -> None:
+    """A log written before produce validated records may hold a batch whose CRC holds but whose
+    compressed records do not parse: timestamp lookups answer at batch granularity, not fail."""
+    log = PartitionLog(tmp_path / "t-0", LogConfig(), now_ms=T0)
+    log.append(batch(2, ts=T0), T0)
+    bad = rb._assemble(b"\x00garbage" * 4, count=3, base_offset=0, last_offset_delta=2, base_timestamp=T0 + 100,
+                       max_timestamp=T0 + 102, attributes=4, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                       partition_leader_epoch=-1)
+    log.append(bytearray(bad), T0)
+    log.append(batch(1, ts=T0 + 200), T0)
+    assert log.offset_for_timestamp(T0 + 101) == (2, T0 + 102)
+    assert log.offset_for_timestamp(-3) == (5, T0 + 200)
+    assert log.offset_for_timestamp(T0 + 150) == (5, T0 + 200)
+    log.close()

@@ -1,7 +1,8 @@
 """Fetch: whole batches sliced from segment files, with long polling.
 
 Limits follow KIP-74: `max_bytes` bounds the response and
-`partition_max_bytes` each partition, except that the first batch of the
+`partition_max_bytes` each partition, and the broker's `fetch.max.bytes`
+bounds every response whatever the client asks, except that the first batch of the
 first partition with data is returned whole even when larger, so a consumer
 always makes progress. When less than `min_bytes` is ready the request waits
 (up to `max_wait_ms`) for an append to any of its partitions.
@@ -45,6 +46,7 @@ def leader_epoch_error(current_epoch: int, requested: int) -> ErrorCode:
 
 def register(broker: Broker) -> None:
     metadata = broker.metadata
+    broker_max_bytes = broker.config.get_int("fetch.max.bytes")
 
     def read_partition(ctx: RequestContext, topic: str | None, fp, budget: int, first: bool,
                        read_committed: bool) -> tuple[PartitionData, object | None]:
@@ -88,7 +90,7 @@ def register(broker: Broker) -> None:
                              records=records), plog
 
     def read_all(ctx: RequestContext, req, names: list[str | None]) -> tuple[list[TopicResponse], int, bool]:
-        budget = req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
+        budget = min(req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker_max_bytes)
         read_committed = ctx.api_version >= 4 and req.isolation_level == 1
         total = 0
         any_error = False
@@ -134,8 +136,11 @@ def register(broker: Broker) -> None:
                     broker.fetch_waiters.setdefault((name, fp.partition), set()).add(fut)
                     waiters.append(((name, fp.partition), fut))
             try:
-                await asyncio.wait([f for _, f in waiters], timeout=remaining / 1000,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                if waiters:
+                    await asyncio.wait([f for _, f in waiters], timeout=remaining / 1000,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                else:  # nothing to wait for: the answer after max_wait_ms, as Kafka
+                    await asyncio.sleep(remaining / 1000)
             finally:
                 for key, fut in waiters:
                     pending = broker.fetch_waiters.get(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from shoal.broker.metadata import TopicInfo, topic_name_error
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
     from shoal.broker.broker import Broker
     from shoal.broker.node import RequestContext
 
+_ZERO_ID = uuid.UUID(int=0)
 # Kafka's "authorized operations not requested" sentinel.
 _NO_OPS = -2147483648
 
@@ -49,6 +51,15 @@ def register(broker: Broker) -> None:
         if req.topics is None or (ctx.api_version == 0 and not req.topics):
             out = [topic_entry(broker, t) for t in sorted(topics_md.values(), key=lambda t: t.name)]
         else:
+            if ctx.api_version < 12 and any(t.name is None or t.topic_id != _ZERO_ID for t in req.topics):
+                # v10 and v11 carry a topic id and a nullable name that no broker implemented; Kafka
+                # refuses such a request with INVALID_REQUEST for every topic it names.
+                return MetadataResponse(
+                    throttle_time_ms=0, brokers=live_brokers(broker), cluster_id=broker.cluster_id,
+                    controller_id=broker.metadata.controller_id,
+                    topics=[Topic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id,
+                                  topic_authorized_operations=_NO_OPS) for t in req.topics],
+                    cluster_authorized_operations=_NO_OPS)
             allow_auto = auto_create_enabled and (ctx.api_version < 4 or req.allow_auto_topic_creation)
             for wanted in req.topics:
                 name = wanted.name

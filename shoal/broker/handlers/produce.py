@@ -1,8 +1,9 @@
 """Produce: validate the batches' headers and CRCs, assign offsets in place, append.
 
-Bytes stay bytes: the payload is copied once into a bytearray so base offsets
-can be written in place (the CRC does not cover them); records are decoded
-only for compacted topics, where Kafka requires every record to have a key.
+Bytes stay bytes: base offsets are written in place in the request's own
+buffer (the CRC does not cover them). Every record of every batch is walked
+once, compressed batches decompressed (bounded), as Kafka's LogValidator
+does, without building a record object.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from shoal.protocol.record_batch import (
     InvalidRecordError,
     RecordTooLargeError,
     UnsupportedMessageFormatError,
-    iter_all_records,
     validate_batches,
+    validate_records,
 )
 from shoal.storage.producer_state import AppendOrigin, ProducerStateError
 
@@ -61,13 +62,12 @@ def register(broker: Broker) -> None:
             headers = validate_batches(records, plog.config.max_message_bytes)
             if len(headers) > 1:  # Kafka's LogValidator: one v2 batch per partition per request
                 raise InvalidRecordError("Compressed outer record has more than one batch")
+            # Every record is read before anything is stored: a batch whose CRC holds but whose
+            # records do not parse would otherwise poison the partition for every reader.
+            validate_records(records, headers, key_required="compact" in plog.config.cleanup_policy,
+                             max_decompressed=min(64 * plog.config.max_message_bytes, 0x7FFFFFFF))
             # The request frame is ours and writable: the log assigns offsets in place, no copy.
             buf = records
-            if "compact" in plog.config.cleanup_policy:
-                for _, rec in iter_all_records(buf):
-                    if rec.key is None:
-                        raise InvalidRecordError(
-                            f"Compacted topic cannot accept message without key in topic partition {topic}-{index}.")
         except RecordTooLargeError as e:
             return _error(index, ErrorCode.MESSAGE_TOO_LARGE, str(e))
         except UnsupportedMessageFormatError as e:
