@@ -20,6 +20,7 @@ from shoal.broker import handlers
 from shoal.broker.apis import ApiRegistry
 from shoal.broker.clock import now_ms
 from shoal.broker.config import BrokerConfig, ConfigError
+from shoal.broker.connection import RequestMemory
 from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
 from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, ClusterMetadata, TopicInfo
 from shoal.broker.metrics import BrokerMetrics, MetricsServer
@@ -35,6 +36,7 @@ from shoal.coordinator.txn.responses import for_version
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.record_batch import BatchHeader
 from shoal.storage import LogManager, PartitionLog
+from shoal.storage.file_pool import POOL as FILE_POOL
 
 if TYPE_CHECKING:
     from shoal.broker.node import RequestContext
@@ -67,13 +69,16 @@ class Broker:
         self.cluster_id = self._cluster_id()
         base_id = config.node_id
         self.node_ids = [base_id + i for i in range(num_nodes)]
-        self.metadata = ClusterMetadata(self.cluster_id, self.node_ids,
-                                        self.log_dirs[0] / "__cluster_metadata.json")
+        self.metadata = ClusterMetadata(self.cluster_id, self.node_ids, self.log_dirs[0])
         self._set_dynamic_layers()
         self.log_defaults = log_config_defaults(config)
         self.logs = LogManager(self.log_dirs, self.log_defaults,
                                compaction_backoff_ms=config.get_int("log.cleaner.backoff.ms"))
         self.producer_ids = ProducerIdManager(self.log_dirs[0] / "producer_ids")
+        self.request_memory = RequestMemory(config.get_int("queued.max.request.bytes"))
+        max_open = config.get_optional_int("log.max.open.segments")
+        if max_open is not None:
+            FILE_POOL.limit = max(1, max_open)
         self.nodes: dict[int, BrokerNode] = {}
         listener = config.listeners[0]
         advertised = config.advertised_listeners[0]
@@ -142,6 +147,7 @@ class Broker:
         await self.txn_coordinators.close()
         await self.coordinators.close()
         self.logs.close()
+        self.metadata.close()
 
     async def _housekeep(self) -> None:
         """Retention, compaction and time-based flush (log.flush.interval.ms) on a timer."""
@@ -168,20 +174,15 @@ class Broker:
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, str] | None = None,
                      assignment: list[list[int]] | None = None) -> TopicInfo:
-        log_config = topic_log_config(configs or {}, self.log_defaults)  # validates
+        topic_log_config(configs or {}, self.log_defaults)  # validates
+        # A partition's files are made when it is first used (partition_log), so creating many
+        # partitions costs metadata only: one record, no directory or open file per partition.
         info = self.metadata.create_topic(name, num_partitions, replication_factor, configs, assignment)
-        for p in range(num_partitions):
-            self.logs.get_or_create(name, p, log_config)
         log.info("created topic %s with %d partitions", name, num_partitions)
         return info
 
     def add_partitions(self, name: str, new_total: int, assignment: list[list[int]] | None = None) -> None:
-        info = self.metadata.topics[name]
-        old = info.num_partitions
-        self.metadata.add_partitions(name, new_total, assignment)
-        log_config = topic_log_config(info.configs, self.log_defaults)
-        for p in range(old, new_total):
-            self.logs.get_or_create(name, p, log_config)
+        self.metadata.add_partitions(name, new_total, assignment)  # files on first use, as create_topic
 
     async def delete_topic(self, name: str) -> None:
         self.metadata.delete_topic(name)

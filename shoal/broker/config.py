@@ -46,6 +46,19 @@ DEFAULTS: dict[str, str] = {
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
     "fetch.max.bytes": "57671680",
+    # Kafka's default is -1 (no bound); a broker that shares a process with tests and laptops
+    # bounds the request bytes it holds: reading pauses when they are spent.
+    "queued.max.request.bytes": "536870912",
+    "connections.max.idle.ms": "600000",
+    "max.connections": "2147483647",
+    "max.connections.per.ip": "2147483647",
+    # Kafka's controller writes at most 10,000 records per request (fixed there; a property here)
+    "max.records.per.user.op": "10000",
+    # shoal: segments kept open at once in this process (others are reopened on use); empty:
+    # an eighth of the open-file limit
+    "log.max.open.segments": "",
+    # shoal: a request whose bytes stop arriving for this long closes its connection
+    "request.read.timeout.ms": "60000",
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "3",
     "offsets.topic.segment.bytes": "104857600",

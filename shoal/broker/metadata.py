@@ -6,21 +6,22 @@ partition's leader is its first live replica, and when a node stops its
 partitions' leadership moves to the next live replica (bumping the leader
 epoch, as Kafka's controller does).
 
-Topic definitions persist in `<first log dir>/__cluster_metadata.json`
-(written atomically), so topics, their ids and configs survive restarts, as do
-dynamic broker configs.
+Topic definitions, their ids and configs, and dynamic broker configs persist
+in the cluster metadata log (`metadata_log.py`, in the first log dir): each
+change appends its own records, and a start replays them.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import uuid
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from shoal.broker.metadata_log import MetadataLog
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
@@ -72,7 +73,8 @@ class PartitionState:
 class ClusterMetadata:
     """Topics and leadership for every node of this process."""
 
-    def __init__(self, cluster_id: str, node_ids: list[int], state_file: Path | None) -> None:
+    def __init__(self, cluster_id: str, node_ids: list[int], directory: Path | None,
+                 fsync: bool = True) -> None:
         self.cluster_id = cluster_id
         self.node_ids = list(node_ids)
         self.live: set[int] = set(node_ids)
@@ -80,43 +82,73 @@ class ClusterMetadata:
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self._epochs: dict[tuple[str, int], int] = {}
         self._leaders: dict[tuple[str, int], int] = {}
-        self._state_file = state_file
+        self._log = MetadataLog(directory, fsync) if directory is not None else None
         # dynamic broker configs: "" (the cluster default) or a node id -> {name: value}
         self.broker_configs: dict[str, dict[str, str]] = {}
         # called with (topic, partition, old_leader, new_leader) on every change
         self.leader_listeners: list[Callable[[str, int, int, int], None]] = []
-        if state_file is not None and state_file.exists():
+        if self._log is not None:
             self._load()
 
     # -- persistence -------------------------------------------------------
     def _load(self) -> None:
-        assert self._state_file is not None
-        data = json.loads(self._state_file.read_text())
-        for t in data.get("topics", []):
-            info = TopicInfo(t["name"], uuid.UUID(t["id"]), t["replicas"], t.get("configs", {}))
-            self._add(info)
-        self.broker_configs = {str(k): dict(v) for k, v in data.get("broker_configs", {}).items()}
+        assert self._log is not None
+        legacy = None if self._log.path.exists() else self._log.read_legacy()
+        if legacy is not None:  # written by an older shoal: becomes the log's first snapshot
+            for t in legacy.get("topics", []):
+                self._add(TopicInfo(t["name"], uuid.UUID(t["id"]), t["replicas"], t.get("configs", {})),
+                          elect=False)
+            self.broker_configs = {str(k): dict(v) for k, v in legacy.get("broker_configs", {}).items()}
+            self._log.rewrite(self._snapshot())
+            self._log.legacy.unlink()
+        for record in self._log.replay():
+            self._apply(record)
+        for name in list(self.topics):
+            for p in range(self.topics[name].num_partitions):
+                self._elect(name, p)
 
-    def _save(self) -> None:
-        if self._state_file is None:
+    def _apply(self, r: dict[str, Any]) -> None:
+        """One record of the log, as replay applies it (elections happen once, after)."""
+        kind = r.get("t")
+        if kind == "topic":
+            self._add(TopicInfo(r["name"], uuid.UUID(r["id"]), r["replicas"], r.get("configs", {})), elect=False)
+        elif kind == "partitions" and r["name"] in self.topics:
+            self.topics[r["name"]].replicas.extend(r["replicas"])
+        elif kind == "delete" and r["name"] in self.topics:
+            info = self.topics.pop(r["name"])
+            self.by_id.pop(info.topic_id, None)
+        elif kind == "topic_configs" and r["name"] in self.topics:
+            self.topics[r["name"]].configs = dict(r["configs"])
+        elif kind == "broker_configs":
+            self.broker_configs[str(r["resource"])] = dict(r["configs"])
+
+    def _snapshot(self) -> Iterator[dict[str, Any]]:
+        for t in self.topics.values():
+            yield {"t": "topic", "name": t.name, "id": str(t.topic_id), "replicas": t.replicas,
+                   "configs": t.configs}
+        for resource, configs in sorted(self.broker_configs.items()):
+            if configs:
+                yield {"t": "broker_configs", "resource": resource, "configs": configs}
+
+    def _record(self, *records: dict[str, Any]) -> None:
+        """Make a change durable; rewrite the log as a snapshot when it is mostly history."""
+        if self._log is None:
             return
-        data = {
-            "cluster_id": self.cluster_id,
-            "topics": [
-                {"name": t.name, "id": str(t.topic_id), "replicas": t.replicas, "configs": t.configs}
-                for t in sorted(self.topics.values(), key=lambda t: t.name)
-            ],
-            "broker_configs": {k: v for k, v in sorted(self.broker_configs.items()) if v},
-        }
-        tmp = self._state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, self._state_file)
+        self._log.append(records)
+        live = sum(1 for _ in self.broker_configs) + len(self.topics)
+        if self._log.records > max(1000, 4 * live):
+            self._log.rewrite(self._snapshot())
 
-    def _add(self, info: TopicInfo) -> None:
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+
+    def _add(self, info: TopicInfo, elect: bool = True) -> None:
         self.topics[info.name] = info
         self.by_id[info.topic_id] = info
-        for p in range(info.num_partitions):
-            self._elect(info.name, p)
+        if elect:
+            for p in range(info.num_partitions):
+                self._elect(info.name, p)
 
     # -- topics ------------------------------------------------------------
     def replica_assignment(self, topic: str, num_partitions: int, replication_factor: int,
@@ -135,8 +167,9 @@ class ClusterMetadata:
                      assignment: list[list[int]] | None = None) -> TopicInfo:
         replicas = assignment or self.replica_assignment(name, num_partitions, replication_factor)
         info = TopicInfo(name, uuid.uuid4(), replicas, dict(configs or {}))
+        self._record({"t": "topic", "name": name, "id": str(info.topic_id), "replicas": replicas,
+                      "configs": info.configs})
         self._add(info)
-        self._save()
         return info
 
     def add_partitions(self, name: str, new_total: int,
@@ -146,28 +179,28 @@ class ClusterMetadata:
         rf = len(info.replicas[0]) if info.replicas else 1
         added = assignment or self.replica_assignment(name, extra, rf, info.num_partitions)
         first_new = info.num_partitions
+        self._record({"t": "partitions", "name": name, "replicas": added})
         info.replicas.extend(added)
         for p in range(first_new, new_total):
             self._elect(name, p)
-        self._save()
 
     def delete_topic(self, name: str) -> TopicInfo:
+        self._record({"t": "delete", "name": name})
         info = self.topics.pop(name)
         self.by_id.pop(info.topic_id, None)
         for p in range(info.num_partitions):
             self._epochs.pop((name, p), None)
             self._leaders.pop((name, p), None)
-        self._save()
         return info
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._record({"t": "topic_configs", "name": name, "configs": dict(configs)})
         self.topics[name].configs = dict(configs)
-        self._save()
 
     def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
         """The dynamic configs of broker ``resource`` ("" for the cluster default), replaced."""
+        self._record({"t": "broker_configs", "resource": resource, "configs": dict(configs)})
         self.broker_configs[resource] = dict(configs)
-        self._save()
 
     # -- leadership --------------------------------------------------------
     def _elect(self, topic: str, p: int) -> None:

@@ -56,7 +56,13 @@ class BrokerNode:
         self.advertised_host = advertised_host or host
         self.server: asyncio.base_events.Server | None = None
         self.connections: set[KafkaConnection] = set()
-        self.max_request_bytes = broker.config.get_int("socket.request.max.bytes")
+        config = broker.config
+        self.max_request_bytes = config.get_int("socket.request.max.bytes")
+        self.max_connections = config.get_int("max.connections")
+        self.max_connections_per_ip = config.get_int("max.connections.per.ip")
+        self.idle_ms = config.get_int("connections.max.idle.ms")
+        self.read_timeout_ms = config.get_int("request.read.timeout.ms")
+        self._reaper: asyncio.Task[None] | None = None
         self.running = False
 
     async def start(self) -> None:
@@ -66,10 +72,44 @@ class BrokerNode:
         if self.port == 0:  # ephemeral: learn the port the OS gave us
             self.port = self.server.sockets[0].getsockname()[1]
         self.running = True
+        self._reaper = loop.create_task(self._reap_connections())
         log.info("node %d listening on %s:%d", self.node_id, self.host, self.port)
+
+    def admit(self, conn: KafkaConnection) -> str | None:
+        """Why a new connection is refused (max.connections, max.connections.per.ip), or None."""
+        if len(self.connections) >= self.max_connections:
+            return f"max.connections ({self.max_connections}) reached"
+        host = conn.peer.rsplit(":", 1)[0]
+        if self.max_connections_per_ip < self.max_connections:
+            same = sum(1 for c in self.connections if c.peer.rsplit(":", 1)[0] == host)
+            if same >= self.max_connections_per_ip:
+                return f"max.connections.per.ip ({self.max_connections_per_ip}) reached for {host}"
+        return None
+
+    async def _reap_connections(self) -> None:
+        """Close connections idle past connections.max.idle.ms, and those whose request bytes
+        stopped arriving (request.read.timeout.ms)."""
+        interval = max(0.05, min(1.0, self.read_timeout_ms / 4000, self.idle_ms / 4000))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                since = conn.reading_frame_since
+                if since is not None:
+                    if (now - since) * 1000 > self.read_timeout_ms:
+                        log.warning("closing connection from %s: a request's bytes stopped arriving for "
+                                    "%d ms (request.read.timeout.ms)", conn.peer, self.read_timeout_ms)
+                        conn.close()
+                elif not conn.in_flight and (now - conn.last_active) * 1000 > self.idle_ms:
+                    log.debug("closing connection from %s: idle for %d ms (connections.max.idle.ms)",
+                              conn.peer, self.idle_ms)
+                    conn.close()
 
     async def stop(self) -> None:
         self.running = False
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
         if self.server is not None:
             self.server.close()
             for conn in list(self.connections):

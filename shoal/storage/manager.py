@@ -45,6 +45,7 @@ class LogManager:
         self.defaults = defaults
         self.compaction_backoff_ms = compaction_backoff_ms  # Kafka's log.cleaner.backoff.ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._per_dir: dict[Path, int] = {d: 0 for d in self.log_dirs}  # open logs per log dir
         self._last_compaction_ms: dict[tuple[str, int], int] = {}
 
     def load_existing(
@@ -63,6 +64,7 @@ class LogManager:
                     continue
                 cfg = (config_for(parsed[0]) if config_for else None) or self.defaults
                 self._logs[parsed] = PartitionLog(child, cfg, now_ms=now_ms)
+                self._per_dir[d] += 1
                 loaded.append(parsed)
         return loaded
 
@@ -84,15 +86,16 @@ class LogManager:
         if existing:
             path = existing[0]
         else:
-            counts = {d: 0 for d in self.log_dirs}
-            for lg in self._logs.values():
-                parent = lg.dir.parent
-                if parent in counts:
-                    counts[parent] += 1
-            path = min(self.log_dirs, key=lambda d: counts[d]) / name
+            path = min(self.log_dirs, key=lambda d: self._per_dir[d]) / name
         log = PartitionLog(path, config or self.defaults, now_ms=now_ms)
         self._logs[key] = log
+        self._count(log, 1)
         return log
+
+    def _count(self, log: PartitionLog, delta: int) -> None:
+        parent = log.dir.parent
+        if parent in self._per_dir:
+            self._per_dir[parent] += delta
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -111,7 +114,9 @@ class LogManager:
         """Close and remove every partition directory of ``topic``; return how many."""
         keys = [k for k in self._logs if k[0] == topic]
         for key in keys:
-            self._logs.pop(key).delete()
+            log = self._logs.pop(key)
+            self._count(log, -1)
+            log.delete()
             self._last_compaction_ms.pop(key, None)
         # Directories on disk that were never opened (e.g. load_existing not called).
         for d in self.log_dirs:
@@ -125,6 +130,7 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        self._count(log, -1)
         log.delete()
         return True
 

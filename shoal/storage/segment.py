@@ -21,6 +21,7 @@ from shoal.protocol.record_batch import (
     parse_header,
 )
 from shoal.storage.config import LogConfig
+from shoal.storage.file_pool import POOL
 from shoal.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 from shoal.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -55,8 +56,14 @@ class Segment:
         self.base_offset = base_offset
         self.config = config
         self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        # Internal topics' segments stay open (the coordinators read them from a thread); the
+        # others share the process's bounded pool of open files (file_pool.py).
+        self._pinned = directory.name.startswith("__")
+        self._closed = False
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not self._pinned:
+            POOL.opened(self)
+        self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(
             directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
             base_offset,
@@ -77,6 +84,28 @@ class Segment:
         self.first_batch_timestamp: int | None = None  # rolling base for segment.ms
         self.next_offset = base_offset  # one past the last offset written here
         self.dirty = False  # written since the last fsync
+
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, opened again if the pool closed it."""
+        fd = self._fd
+        if fd < 0:
+            if self._closed:
+                raise OSError(f"segment {self.log_path} is closed")
+            fd = self._fd = os.open(self.log_path, os.O_RDWR)
+            POOL.opened(self, again=True)
+        elif not self._pinned:
+            POOL.used(self)
+        return fd
+
+    def release(self) -> None:
+        """Close the files (the pool's choice); any later use opens them again."""
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     # -- loading -----------------------------------------------------------
 
@@ -327,12 +356,9 @@ class Segment:
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._closed = True
+        POOL.closed(self)
+        self.release()
 
     def delete(self) -> None:
         self.close()

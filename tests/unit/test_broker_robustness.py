@@ -143,3 +143,37 @@ def test_corrupt_records_with_a_valid_crc_are_refused(tmp_path):
             values = [r.value for _, r in iter_all_records(bytes(f.responses[0].partitions[0].records))]
             assert values == [b"good"] + [b"z" * 1000] * 3
     run(main())
+
+
+def test_partition_counts_are_bounded_and_creation_opens_no_files(tmp_path):
+    """Kafka's controller refuses a request that would write more than 10,000 metadata records
+    (POLICY_VIOLATION); a count of 2^31-1 costs nothing. What is allowed opens no file until
+    a partition is used, so 100,000 partitions do not mean 100,000 file descriptors."""
+    import os
+
+    from shoal.protocol.generated.create_partitions_request import CreatePartitionsRequest
+
+    async def main():
+        async with running_broker(tmp_path) as b:
+            c = await RawClient.connect(port(b))
+            for n in (10_000, 0x7FFFFFFF):
+                r = await c.call(19, 5, create_req(f"huge{n}", partitions=n))
+                assert r.topics[0].error_code == ErrorCode.POLICY_VIOLATION, n
+                assert r.topics[0].error_message == "Unable to perform excessively large batch operation."
+            assert not any(t.startswith("huge") for t in b.metadata.topics)
+            fds = len(os.listdir("/proc/self/fd"))
+            for i in range(10):
+                r = await c.call(19, 5, create_req(f"many{i}", partitions=9_999))
+                assert r.topics[0].error_code == 0
+            assert len(os.listdir("/proc/self/fd")) - fds < 20  # not one per partition
+            r = await c.call(37, 3, CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
+                CreatePartitionsRequest.CreatePartitionsTopic(name="many0", count=0x7FFFFFFF, assignments=None)]))
+            assert r.results[0].error_code == ErrorCode.POLICY_VIOLATION
+            r = await c.call(37, 3, CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
+                CreatePartitionsRequest.CreatePartitionsTopic(name="many0", count=10_100, assignments=None)]))
+            assert r.results[0].error_code == 0 and b.metadata.topics["many0"].num_partitions == 10_100
+            # a partition made on first use is there for produce and fetch
+            assert (await _produce_one(c, "many9", 9_998, batch(1))).error_code == 0
+            m = await c.call(3, 12, MetadataRequest(topics=None))
+            assert sum(len(t.partitions) for t in m.topics) == 9 * 9_999 + 10_100
+    run(main())

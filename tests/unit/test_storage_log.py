@@ -429,3 +429,33 @@ def test_offset_for_timestamp_survives_unparsable_records(tmp_path: Path) -> Non
     assert log.offset_for_timestamp(-3) == (5, T0 + 200)
     assert log.offset_for_timestamp(T0 + 150) == (5, T0 + 200)
     log.close()
+
+
+def test_open_segments_are_bounded_and_reopened_on_use(tmp_path: Path) -> None:
+    """Thousands of partitions must not mean thousands of open files: past the pool's limit the
+    least recently used segment is closed, and opened again when read or written."""
+    from shoal.storage import file_pool
+
+    pool = file_pool.POOL
+    saved = pool.limit
+    pool.limit = 8
+    try:
+        fds_before = len(os.listdir("/proc/self/fd"))
+        logs = [PartitionLog(tmp_path / f"t-{i}", LogConfig(), now_ms=T0) for i in range(40)]
+        for i, log in enumerate(logs):
+            log.append(batch(2, ts=T0 + i), T0)
+        assert len(os.listdir("/proc/self/fd")) - fds_before <= 8 * 4 + 4
+        reopened = pool.reopened
+        for i, log in enumerate(logs):  # every one readable and writable again
+            assert offsets_in(log.read(0, 1 << 20)) == [0, 1]
+            log.append(batch(1, ts=T0 + 100 + i), T0)
+            assert log.log_end_offset == 3
+        assert pool.reopened > reopened
+        assert len(os.listdir("/proc/self/fd")) - fds_before <= 8 * 4 + 4
+        for log in logs:
+            log.close()
+        again = PartitionLog(tmp_path / "t-7", LogConfig(), now_ms=T0)
+        assert offsets_in(again.read(0, 1 << 20)) == [0, 1, 2]
+        again.close()
+    finally:
+        pool.limit = saved

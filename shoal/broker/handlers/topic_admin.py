@@ -42,6 +42,9 @@ def _check_assignment(broker: Broker, assignment: list[list[int]]) -> None:
         raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same replication factor")
 
 
+_TOO_LARGE = "Unable to perform excessively large batch operation."
+
+
 def register(broker: Broker) -> None:
     config = broker.config
 
@@ -107,7 +110,20 @@ def register(broker: Broker) -> None:
             result.topic_id = topic_id
         return result
 
+    def too_large(records: int) -> bool:
+        return records > config.get_int("max.records.per.user.op")
+
     async def create_topics(ctx: RequestContext, req) -> CreateTopicsResponse:
+        # As Kafka's controller: one request may write at most 10,000 metadata records (a topic,
+        # each of its partitions, each config); a larger one fails whole, before any work.
+        default_partitions = config.get_int("num.partitions")
+        records = sum(1 + (len(t.assignments) if t.assignments else
+                           default_partitions if t.num_partitions == -1 else max(t.num_partitions, 0))
+                      + len(t.configs) for t in req.topics)
+        if too_large(records):
+            return CreateTopicsResponse(throttle_time_ms=0, topics=[
+                TopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=_TOO_LARGE,
+                            num_partitions=-1, replication_factor=-1, configs=None) for t in req.topics])
         seen: dict[str, int] = {}
         for t in req.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
@@ -149,6 +165,16 @@ def register(broker: Broker) -> None:
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
     async def create_partitions(ctx: RequestContext, req) -> CreatePartitionsResponse:
+        added = 0
+        for t in req.topics:
+            info = broker.metadata.topics.get(t.name)
+            if info is not None:
+                added += max(t.count - info.num_partitions, 0)
+        if too_large(added):
+            return CreatePartitionsResponse(throttle_time_ms=0, results=[
+                CreatePartitionsResponse.CreatePartitionsTopicResult(
+                    name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=_TOO_LARGE)
+                for t in req.topics])
         results = []
         for t in req.topics:
             code, message = ErrorCode.NONE, None
