@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shoal.broker.config import DEFAULTS, BrokerConfig
+from shoal.broker.config_types import config_type
 from shoal.broker.handlers.topic_admin import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC
 from shoal.broker.topic_configs import (
     DYNAMIC_BROKER_CONFIGS,
@@ -72,7 +73,7 @@ def register(broker: Broker) -> None:
             if include_synonyms:
                 synonyms += [Synonym(name=k, value=v, source=src) for k, v, src in layers]
             out.append(Entry(name=key, value=value, read_only=False, is_default=source == SOURCE_DEFAULT,
-                             config_source=source, is_sensitive=False,
+                             config_source=source, is_sensitive=False, config_type=config_type(key),
                              synonyms=synonyms if include_synonyms else []))
         return out
 
@@ -89,6 +90,7 @@ def register(broker: Broker) -> None:
             value, source = layers[0] if layers else (None, SOURCE_DEFAULT)  # unset, no default: null
             out.append(Entry(name=k, value=value, read_only=k not in DYNAMIC_BROKER_CONFIGS,
                              is_default=source == SOURCE_DEFAULT, config_source=source, is_sensitive=False,
+                             config_type=config_type(k),
                              synonyms=[Synonym(name=k, value=v, source=src) for v, src in layers]
                              if include_synonyms else []))
         return out

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from shoal.coordinator.group.responses import GROUP_API_KEYS, TXN_OFFSET_COMMIT
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.find_coordinator_response import FindCoordinatorResponse
+from shoal.protocol.generated.offset_commit_response import OffsetCommitResponse
 
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
@@ -54,7 +55,27 @@ def register(broker: Broker) -> None:
                 api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
         return handle
 
+    offset_commit_to_coordinator = group_handler(8)
+
+    async def offset_commit(ctx: RequestContext, req) -> OffsetCommitResponse:
+        """As Kafka's KafkaApis: partitions of topics that do not exist are answered
+        UNKNOWN_TOPIC_OR_PARTITION here; the rest goes to the coordinator."""
+        topics = broker.metadata.topics
+        unknown = [t for t in req.topics if t.name not in topics]
+        if not unknown:
+            return await offset_commit_to_coordinator(ctx, req)
+        req.topics = [t for t in req.topics if t.name in topics]
+        if req.topics:
+            resp = await offset_commit_to_coordinator(ctx, req)
+        else:
+            resp = OffsetCommitResponse(throttle_time_ms=0, topics=[])
+        resp.topics = [OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
+            OffsetCommitResponse.OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            for p in t.partitions]) for t in unknown] + list(resp.topics)
+        return resp
+
     broker.apis.register(10, find_coordinator)
     # TxnOffsetCommit is registered with the transaction APIs (it is verified against the transaction first).
     for api_key in sorted(GROUP_API_KEYS - {TXN_OFFSET_COMMIT}):
-        broker.apis.register(api_key, group_handler(api_key))
+        broker.apis.register(api_key, offset_commit if api_key == 8 else group_handler(api_key))

@@ -6,6 +6,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from shoal.broker.metadata import TopicInfo, topic_name_error
+from shoal.protocol.acl_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.metadata_response import MetadataResponse
 
@@ -14,8 +15,7 @@ if TYPE_CHECKING:
     from shoal.broker.node import RequestContext
 
 _ZERO_ID = uuid.UUID(int=0)
-# Kafka's "authorized operations not requested" sentinel.
-_NO_OPS = -2147483648
+_NO_OPS = NOT_REQUESTED
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
@@ -27,7 +27,7 @@ def live_brokers(broker: Broker) -> list[MetadataResponse.MetadataResponseBroker
             for n in broker.nodes.values() if n.running]
 
 
-def topic_entry(broker: Broker, info: TopicInfo) -> Topic:
+def topic_entry(broker: Broker, info: TopicInfo, ops: int = NOT_REQUESTED) -> Topic:
     parts = []
     for p in range(info.num_partitions):
         st = broker.metadata.partition(info.name, p)
@@ -38,7 +38,7 @@ def topic_entry(broker: Broker, info: TopicInfo) -> Topic:
             offline_replicas=[r for r in st.replicas if r not in st.isr]))
     return Topic(error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id,
                  is_internal=info.is_internal, partitions=parts,
-                 topic_authorized_operations=_NO_OPS)
+                 topic_authorized_operations=ops)
 
 
 def register(broker: Broker) -> None:
@@ -48,8 +48,13 @@ def register(broker: Broker) -> None:
     async def metadata(ctx: RequestContext, req) -> MetadataResponse:
         topics_md = broker.metadata.topics
         out: list[Topic] = []
+        # KIP-430: every operation, when asked (no authorizer, as Kafka without one)
+        topic_ops = TOPIC_OPERATIONS if ctx.api_version >= 8 and req.include_topic_authorized_operations \
+            else _NO_OPS
+        cluster_ops = CLUSTER_OPERATIONS if 8 <= ctx.api_version <= 10 and \
+            req.include_cluster_authorized_operations else _NO_OPS
         if req.topics is None or (ctx.api_version == 0 and not req.topics):
-            out = [topic_entry(broker, t) for t in sorted(topics_md.values(), key=lambda t: t.name)]
+            out = [topic_entry(broker, t, topic_ops) for t in sorted(topics_md.values(), key=lambda t: t.name)]
         else:
             if ctx.api_version < 12 and any(t.name is None or t.topic_id != _ZERO_ID for t in req.topics):
                 # v10 and v11 carry a topic id and a nullable name that no broker implemented; Kafka
@@ -69,7 +74,7 @@ def register(broker: Broker) -> None:
                         out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                          topic_id=wanted.topic_id, topic_authorized_operations=_NO_OPS))
                     else:
-                        out.append(topic_entry(broker, info))
+                        out.append(topic_entry(broker, info, topic_ops))
                     continue
                 info = topics_md.get(name)
                 if info is None:
@@ -82,10 +87,10 @@ def register(broker: Broker) -> None:
                                          topic_authorized_operations=_NO_OPS))
                         continue
                     info = broker.auto_create_topic(name)
-                out.append(topic_entry(broker, info))
+                out.append(topic_entry(broker, info, topic_ops))
         return MetadataResponse(
             throttle_time_ms=0, brokers=live_brokers(broker), cluster_id=broker.cluster_id,
             controller_id=broker.metadata.controller_id, topics=out,
-            cluster_authorized_operations=_NO_OPS)
+            cluster_authorized_operations=cluster_ops)
 
     broker.apis.register(3, metadata)

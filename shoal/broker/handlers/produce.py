@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from shoal.broker.clock import now_ms
 from shoal.broker.connection import CloseConnection
 from shoal.broker.metadata import INTERNAL_TOPICS
+from shoal.protocol.compression import ZSTD
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.produce_response import ProduceResponse
 from shoal.protocol.record_batch import (
@@ -62,6 +63,9 @@ def register(broker: Broker) -> None:
             headers = validate_batches(records, plog.config.max_message_bytes)
             if len(headers) > 1:  # Kafka's LogValidator: one v2 batch per partition per request
                 raise InvalidRecordError("Compressed outer record has more than one batch")
+            if ctx.api_version < 7 and any(h.compression == ZSTD for h in headers):
+                return _error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                              "Produce requests with ZStandard compression are only supported on version 7+")
             # Every record is read before anything is stored: a batch whose CRC holds but whose
             # records do not parse would otherwise poison the partition for every reader.
             validate_records(records, headers, key_required="compact" in plog.config.cleanup_policy,

@@ -41,6 +41,7 @@ from shoal.coordinator.group.responses import (
 )
 from shoal.coordinator.group.state import GroupState, parse_state
 from shoal.coordinator.result import CoordinatorResult, Record, RequestContext, ResultCollector
+from shoal.protocol.acl_operations import GROUP_OPERATIONS
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
@@ -115,7 +116,11 @@ class GroupCoordinatorShard(ResultCollector):
         if k == OFFSET_DELETE:
             return self.offset_manager.delete(ctx, req, now_ms)
         if k == DESCRIBE_GROUPS:
-            return DescribeGroupsResponse(groups=[self.describe_group(g) for g in req.groups])
+            groups = [self.describe_group(g) for g in req.groups]
+            if ctx.api_version >= 3 and req.include_authorized_operations:
+                for g in groups:  # KIP-430: every operation (no authorizer, as Kafka without one)
+                    g.authorized_operations = GROUP_OPERATIONS
+            return DescribeGroupsResponse(groups=groups)
         if k == LIST_GROUPS:
             states = list(req.states_filter) if ctx.api_version >= 4 else []
             types = list(req.types_filter) if ctx.api_version >= 5 else []

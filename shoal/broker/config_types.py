@@ -1,0 +1,43 @@
+"""The type DescribeConfigs v3+ reports for each config (Kafka's ConfigDef types, KIP-569)."""
+
+from __future__ import annotations
+
+# DescribeConfigsResponse ConfigType codes
+UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(10)
+
+_TYPES: dict[str, int] = {
+    # topic configs (Kafka's TopicConfig / LogConfig definitions)
+    "cleanup.policy": LIST, "compression.type": STRING, "delete.retention.ms": LONG,
+    "flush.messages": LONG, "flush.ms": LONG, "index.interval.bytes": INT, "max.message.bytes": INT,
+    "message.timestamp.type": STRING, "min.compaction.lag.ms": LONG, "min.insync.replicas": INT,
+    "retention.bytes": LONG, "retention.ms": LONG, "segment.bytes": INT, "segment.ms": LONG,
+    # broker configs (KafkaConfig and the server modules' definitions)
+    "listeners": STRING, "advertised.listeners": STRING, "node.id": INT, "broker.id": INT, "log.dirs": STRING,
+    "log.dir": STRING, "num.partitions": INT, "default.replication.factor": INT,
+    "auto.create.topics.enable": BOOLEAN, "delete.topic.enable": BOOLEAN, "log.segment.bytes": INT,
+    "log.roll.ms": LONG, "log.roll.hours": INT, "log.retention.ms": LONG, "log.retention.minutes": INT,
+    "log.retention.hours": INT, "log.retention.bytes": LONG, "log.retention.check.interval.ms": LONG,
+    "log.flush.interval.messages": LONG, "log.flush.interval.ms": LONG, "log.flush.scheduler.interval.ms": LONG,
+    "log.index.interval.bytes": INT, "log.cleanup.policy": LIST, "log.cleaner.enable": BOOLEAN,
+    "log.cleaner.backoff.ms": LONG, "log.cleaner.delete.retention.ms": LONG,
+    "log.cleaner.min.compaction.lag.ms": LONG, "log.message.timestamp.type": STRING, "message.max.bytes": INT,
+    "socket.request.max.bytes": INT, "fetch.max.bytes": INT, "queued.max.request.bytes": LONG,
+    "connections.max.idle.ms": LONG, "max.connections": INT, "max.connections.per.ip": INT,
+    "offsets.topic.num.partitions": INT, "offsets.topic.replication.factor": SHORT,
+    "offsets.topic.segment.bytes": INT, "offsets.retention.minutes": INT,
+    "offsets.retention.check.interval.ms": LONG, "offset.metadata.max.bytes": INT,
+    "group.min.session.timeout.ms": INT, "group.max.session.timeout.ms": INT,
+    "group.initial.rebalance.delay.ms": INT, "group.max.size": INT, "cluster.id": STRING,
+    "transaction.state.log.num.partitions": INT, "transaction.state.log.replication.factor": SHORT,
+    "transaction.state.log.segment.bytes": INT, "transaction.max.timeout.ms": INT,
+    "transactional.id.expiration.ms": INT, "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": INT, "producer.id.expiration.ms": INT,
+    # shoal's own
+    "metrics.port": INT, "max.records.per.user.op": INT, "request.read.timeout.ms": LONG,
+    "log.max.open.segments": INT,
+}
+
+
+def config_type(name: str) -> int:
+    """The ConfigType of ``name``; a property shoal does not know is reported as a STRING."""
+    return _TYPES.get(name, STRING)

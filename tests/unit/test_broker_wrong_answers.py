@@ -1,0 +1,77 @@
+"""Answers Kafka gives that shoal once got wrong (issue: every client at every version)."""
+
+from __future__ import annotations
+
+from shoal.protocol import compression
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
+from shoal.protocol.generated.offset_commit_request import OffsetCommitRequest
+from shoal.protocol.record_batch import build_batch
+from tests.unit.broker_harness import RawClient, running_broker
+from tests.unit.test_broker_errors import create_req, port, produce_req, run
+
+
+def test_zstd_needs_produce_v7(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as b:
+            c = await RawClient.connect(port(b))
+            await c.call(19, 5, create_req("t"))
+            zstd = build_batch([(1000, b"k", b"v" * 100, [])], compression=compression.ZSTD)
+            for version in (3, 5, 6):
+                r = await c.call(0, version, produce_req("t", 0, zstd))
+                assert r.responses[0].partition_responses[0].error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            r = await c.call(0, 7, produce_req("t", 0, zstd))
+            assert r.responses[0].partition_responses[0].error_code == 0
+            lz4 = build_batch([(1000, b"k", b"v" * 100, [])], compression=compression.LZ4)
+            r = await c.call(0, 3, produce_req("t", 0, lz4))
+            assert r.responses[0].partition_responses[0].error_code == 0
+            assert b.partition_log("t", 0).log_end_offset == 2
+    run(main())
+
+
+def test_offset_commit_to_a_topic_that_does_not_exist(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as b:
+            c = await RawClient.connect(port(b))
+            await c.call(19, 5, create_req("real"))
+            await c.call(10, 3, FindCoordinatorRequest(key="g", key_type=0))  # makes __consumer_offsets
+            topic = OffsetCommitRequest.OffsetCommitRequestTopic
+            part = OffsetCommitRequest.OffsetCommitRequestPartition
+            for version in (2, 8):
+                r = await c.call(8, version, OffsetCommitRequest(
+                    group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+                        topic(name="nope", partitions=[part(partition_index=0, committed_offset=5),
+                                                       part(partition_index=1, committed_offset=5)]),
+                        topic(name="real", partitions=[part(partition_index=0, committed_offset=7)])]))
+                got = {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
+                assert got == {("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                               ("nope", 1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ("real", 0): 0}, got
+                only = await c.call(8, version, OffsetCommitRequest(
+                    group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                    topics=[topic(name="nope", partitions=[part(partition_index=0, committed_offset=1)])]))
+                assert only.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    run(main())
+
+
+def test_describe_configs_reports_kafkas_config_types(tmp_path):
+    from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
+
+    async def main():
+        async with running_broker(tmp_path) as b:
+            c = await RawClient.connect(port(b))
+            await c.call(19, 5, create_req("t"))
+            r = await c.call(32, 4, DescribeConfigsRequest(include_synonyms=False, include_documentation=False,
+                                                           resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name="t",
+                                                               configuration_keys=None),
+                DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name=str(b.node_ids[0]),
+                                                               configuration_keys=None)]))
+            topic = {e.name: e.config_type for e in r.results[0].configs}
+            node = {e.name: e.config_type for e in r.results[1].configs}
+            # BOOLEAN 1, STRING 2, INT 3, SHORT 4, LONG 5, LIST 7
+            assert topic["cleanup.policy"] == 7 and topic["retention.ms"] == 5 and topic["segment.bytes"] == 3
+            assert topic["compression.type"] == 2 and topic["min.insync.replicas"] == 3
+            assert node["auto.create.topics.enable"] == 1 and node["offsets.topic.replication.factor"] == 4
+            assert node["log.retention.ms"] == 5 and node["listeners"] == 2
+            assert 0 not in topic.values() and 0 not in node.values()
+    run(main())
