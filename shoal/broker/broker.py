@@ -20,7 +20,7 @@ from shoal.broker import handlers
 from shoal.broker.apis import ApiRegistry
 from shoal.broker.clock import now_ms
 from shoal.broker.config import BrokerConfig, ConfigError
-from shoal.broker.connection import RequestMemory
+from shoal.broker.connection import RequestMemory, ResponseMemory
 from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
 from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, ClusterMetadata, TopicInfo
 from shoal.broker.metrics import BrokerMetrics, MetricsServer
@@ -76,6 +76,7 @@ class Broker:
                                compaction_backoff_ms=config.get_int("log.cleaner.backoff.ms"))
         self.producer_ids = ProducerIdManager(self.log_dirs[0] / "producer_ids")
         self.request_memory = RequestMemory(config.get_int("queued.max.request.bytes"))
+        self.response_memory = ResponseMemory(max(1, config.get_int("fetch.memory.max.bytes")))
         max_open = config.get_optional_int("log.max.open.segments")
         if max_open is not None:
             FILE_POOL.limit = max(1, max_open)

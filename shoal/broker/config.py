@@ -50,6 +50,7 @@ DEFAULTS: dict[str, str] = {
     # bounds the request bytes it holds: reading pauses when they are spent.
     "queued.max.request.bytes": "536870912",
     "connections.max.idle.ms": "600000",
+    "socket.listen.backlog.size": "50",
     "max.connections": "2147483647",
     "max.connections.per.ip": "2147483647",
     # Kafka's controller writes at most 10,000 records per request (fixed there; a property here)
@@ -57,6 +58,9 @@ DEFAULTS: dict[str, str] = {
     # shoal: segments kept open at once in this process (others are reopened on use); empty:
     # an eighth of the open-file limit
     "log.max.open.segments": "",
+    # shoal: Fetch response bytes being built or sent at once, broker-wide (responses are copied,
+    # not sent with sendfile); a fetch gets what is left, its first batch always whole
+    "fetch.memory.max.bytes": "33554432",
     # shoal: a request whose bytes stop arriving for this long closes its connection
     "request.read.timeout.ms": "60000",
     "offsets.topic.num.partitions": "50",

@@ -119,6 +119,58 @@ class RequestMemory:
                 return
 
 
+class ResponseMemory:
+    """A broker-wide budget for large response bytes being built or sent (Fetch data).
+
+    shoal copies what it sends (no sendfile), so four clients each fetching 55 MiB at once would
+    hold hundreds of MB. A fetch takes what it may send from this budget before reading and
+    gives it back once its response has left the socket buffer; when the budget is spent,
+    fetches get less (the first batch still comes whole, KIP-74) or wait for some to come back.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self, want: int) -> int:
+        """Up to ``want`` bytes (at least 1); waits while nothing is left."""
+        while self.used >= self.limit:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            finally:
+                if not fut.done():
+                    fut.cancel()
+        grant = max(1, min(want, self.limit - self.used))
+        self.used += grant
+        self.peak = max(self.peak, self.used)
+        return grant
+
+    def adjust(self, granted: int, actual: int) -> None:
+        """What was read instead of what was granted (more by at most one batch)."""
+        self.used += actual - granted
+        self.peak = max(self.peak, self.used)
+        if actual < granted:
+            self._wake()
+
+    def release(self, n: int) -> None:
+        self.used -= n
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.used < self.limit:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+
+# Flow control of what a connection sends: past this many unsent bytes the next request waits.
+_WRITE_HIGH = 256 * 1024
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     """Frames are read straight into buffers: small frames through a read buffer, a frame too
     big for it into its own bytearray (no further copy), which the produce path then edits in
@@ -142,6 +194,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         self.in_flight = False
         self.closed = False
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._after_sent: list[tuple[ResponseMemory, int]] = []
 
     # -- asyncio.BufferedProtocol ------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -156,7 +211,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.abort()
             return
         self.node.connections.add(self)
+        transport.set_write_buffer_limits(high=_WRITE_HIGH)
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def release_when_sent(self, memory: ResponseMemory, n: int) -> None:
+        """Give ``n`` bytes back to ``memory`` once the response now being built has been sent."""
+        self._after_sent.append((memory, n))
 
     def get_buffer(self, sizehint: int) -> memoryview:
         frame = self._frame
@@ -259,8 +325,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return None
         return self._partial_since
 
+    def _release_sent(self) -> None:
+        while self._after_sent:
+            memory, n = self._after_sent.pop()
+            memory.release(n)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._writable.set()
         self.node.connections.discard(self)
         self.memory.forget(self)
         # Frames queued or being handled give their bytes back in _run; the rest goes now.
@@ -305,7 +377,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.memory.frame_done(size)
                 if response is not None and not self.closed and self.transport is not None:
                     self.transport.write(response)
+                    del response
+                # As Kafka mutes a channel until its response is sent: the next request of this
+                # connection waits while the client has not taken what was sent before.
+                if not self._writable.is_set() and not self.closed:
+                    await self._writable.wait()
+                self._release_sent()
         finally:
+            self._release_sent()
             # Whatever is left in the queue will never be handled: its bytes are free.
             while not queue.empty():
                 f = queue.get_nowait()

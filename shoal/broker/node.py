@@ -44,6 +44,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    connection: KafkaConnection | None = None
 
 
 class BrokerNode:
@@ -68,7 +69,10 @@ class BrokerNode:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
-            lambda: KafkaConnection(self), self.host, self.port, reuse_address=True, backlog=1024)
+            lambda: KafkaConnection(self), self.host, self.port, reuse_address=True,
+            # asyncio accepts up to `backlog` connections per loop turn: a burst of connections
+            # must not stall every client's requests (Kafka's default is 50, too)
+            backlog=self.broker.config.get_int("socket.listen.backlog.size"))
         if self.port == 0:  # ephemeral: learn the port the OS gave us
             self.port = self.server.sockets[0].getsockname()[1]
         self.running = True
@@ -142,7 +146,7 @@ class BrokerNode:
                 return encode_response(correlation_id, 0, registry.unsupported_api_versions_body())
             raise CloseConnection(f"cannot decode {api.name} v{api_version}: {e}") from None
         ctx = RequestContext(self, api_key, api_version, correlation_id,
-                             header.client_id, conn.peer.rsplit(":", 1)[0])
+                             header.client_id, conn.peer.rsplit(":", 1)[0], conn)
         started = time.perf_counter()
         response: Any = await api.handler(ctx, request)
         if response is None:  # acks=0 produce: no response at all

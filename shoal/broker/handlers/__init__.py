@@ -12,6 +12,7 @@ from shoal.broker.handlers import (
     fetch,
     groups,
     list_offsets,
+    log_admin,
     metadata_api,
     produce,
     topic_admin,
@@ -24,5 +25,5 @@ if TYPE_CHECKING:
 
 def register_all(broker: Broker) -> None:
     for module in (api_versions, metadata_api, produce, fetch, list_offsets, topic_admin,
-                   describe_configs, alter_configs, describe_cluster, groups, transactions):
+                   describe_configs, alter_configs, describe_cluster, groups, transactions, log_admin):
         module.register(broker)

@@ -89,8 +89,8 @@ def register(broker: Broker) -> None:
                              aborted_transactions=aborted, preferred_read_replica=-1,
                              records=records), plog
 
-    def read_all(ctx: RequestContext, req, names: list[str | None]) -> tuple[list[TopicResponse], int, bool]:
-        budget = min(req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker_max_bytes)
+    def read_all(ctx: RequestContext, req, names: list[str | None],
+                 budget: int) -> tuple[list[TopicResponse], int, bool]:
         read_committed = ctx.api_version >= 4 and req.isolation_level == 1
         total = 0
         any_error = False
@@ -123,11 +123,26 @@ def register(broker: Broker) -> None:
                 info = metadata.topics.get(t.topic)
                 t.topic_id = info.topic_id if info is not None else uuid.UUID(int=0)
         deadline = now_ms() + max(req.max_wait_ms, 0)
+        want = min(req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker_max_bytes)
+        memory = broker.response_memory
         while True:
-            responses, total, any_error = read_all(ctx, req, names)
+            # What this response may hold comes from the broker's response budget (it is read
+            # and copied, not sent with sendfile); given back once the response has been sent.
+            granted = await memory.acquire(want)
+            try:
+                responses, total, any_error = read_all(ctx, req, names, granted)
+            except BaseException:
+                memory.release(granted)
+                raise
+            memory.adjust(granted, total)
             remaining = deadline - now_ms()
             if total >= req.min_bytes or any_error or remaining <= 0 or not ctx.node.running:
+                if ctx.connection is not None:
+                    ctx.connection.release_when_sent(memory, total)
+                else:
+                    memory.release(total)
                 break
+            memory.release(total)
             loop = asyncio.get_running_loop()
             waiters = []
             for name, t in zip(names, req.topics, strict=True):
