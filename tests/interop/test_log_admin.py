@@ -53,7 +53,7 @@ def test_describe_log_dirs_reports_real_sizes(shoal):
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_topics([NewTopic("ld", 2, 1)])["ld"].result(30)
     p = Producer({"bootstrap.servers": bs})
-    for i in range(200):
+    for _ in range(200):
         p.produce("ld", value=b"x" * 1000, partition=0)
     assert p.flush(30) == 0
     kp = KafkaAdminClient(bootstrap_servers=bs)
