@@ -96,6 +96,46 @@ def snappy_decompress(data: bytes | bytearray | memoryview, limit: int | None = 
     return bytes(cramjam.snappy.decompress_raw(mv))
 
 
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _xxh32_short(data: bytes) -> int:
+    """xxHash32 (seed 0) of fewer than 16 bytes: what an LZ4 frame descriptor's checksum needs."""
+    h = (_P5 + len(data)) & _M32
+    i = 0
+    while i + 4 <= len(data):
+        h = (_rotl((h + int.from_bytes(data[i:i + 4], "little") * _P3) & _M32, 17) * _P4) & _M32
+        i += 4
+    for b in data[i:]:
+        h = (_rotl((h + b * _P5) & _M32, 11) * _P1) & _M32
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+def lz4_fix_header_checksum(data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+    """Kafka before 0.10 wrote LZ4 frames whose descriptor checksum also covered the magic number
+    (KAFKA-3160); magic-0 messages still carry them. Recompute it so a standard reader accepts
+    the frame (Kafka's reader ignores it for magic 0)."""
+    if len(data) < 7 or bytes(data[:4]) != b"\x04\x22\x4d\x18":
+        return data
+    flg = data[4]
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)  # content size, dictionary id
+    if len(data) <= end:
+        return data
+    fixed = bytearray(data)
+    fixed[end] = (_xxh32_short(bytes(fixed[4:end])) >> 8) & 0xFF
+    return fixed
+
+
 def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
     """Compress ``data`` with a Kafka codec id; ``level`` None means the codec default."""
     try:

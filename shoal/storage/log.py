@@ -526,6 +526,29 @@ class PartitionLog:
                     return max(h.base_offset, from_offset), h.max_timestamp
         return None
 
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+        """ListOffsets v0: up to ``max_num_offsets`` offsets, descending, from the segments' base
+        offsets and the log end, picked by the segment files' modification times (Kafka 3.x's
+        legacyFetchOffsetsBefore; -1 latest, -2 earliest). Capped at the high watermark."""
+        self._check_open()
+        points = [(max(seg.base_offset, self._log_start_offset), seg.last_modified_ms()) for seg in self._segments]
+        if self._segments and self._segments[-1].size > 0:
+            points.append((self.log_end_offset, now_ms))
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(points) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(points) - 1
+            while start >= 0 and points[start][1] > timestamp:
+                start -= 1
+        count = max(0, min(max_num_offsets, start + 1))
+        offsets = sorted((points[start - j][0] for j in range(count)), reverse=True)
+        hw = self.high_watermark
+        if any(o > hw for o in offsets):
+            offsets = [hw] + [o for o in offsets if o <= hw]
+        return offsets
+
     def _max_timestamp_offset(self) -> tuple[int, int] | None:
         best: Segment | None = None
         for seg in self._segments:

@@ -347,6 +347,9 @@ class Segment:
             return b"", -1
         return (data if end == len(data) else memoryview(data)[:end]), next_offset
 
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
     def largest_timestamp(self) -> int:
         """Max record timestamp, or the file's mtime when no batch carries one (as Kafka)."""
         if self.max_timestamp >= 0:

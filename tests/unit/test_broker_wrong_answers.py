@@ -75,3 +75,36 @@ def test_describe_configs_reports_kafkas_config_types(tmp_path):
             assert node["log.retention.ms"] == 5 and node["listeners"] == 2
             assert 0 not in topic.values() and 0 not in node.values()
     run(main())
+
+
+def test_list_offsets_v0_as_kafka_3(tmp_path):
+    """Burrow and other old clients send ListOffsets v0: offsets of segment starts and the log
+    end, newest first, at most max_num_offsets (Kafka 3.x's legacyFetchOffsetsBefore)."""
+    from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
+    from tests.unit.test_broker_errors import _produce_one, batch
+
+    def req(ts: int, n: int) -> ListOffsetsRequest:
+        return ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(name="t", partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=ts, max_num_offsets=n)])])
+
+    async def main():
+        async with running_broker(tmp_path) as b:
+            c = await RawClient.connect(port(b))
+            await c.call(19, 5, create_req("t", configs={"segment.bytes": "1000"}))
+            for _ in range(6):
+                await _produce_one(c, "t", 0, batch(3, size=200))  # ~one segment per batch
+            bases = [s.base_offset for s in b.partition_log("t", 0).segments]
+            assert len(bases) >= 3
+            latest = (await c.call(2, 0, req(-1, 1))).topics[0].partitions[0]
+            assert latest.error_code == 0 and latest.old_style_offsets == [18]
+            earliest = (await c.call(2, 0, req(-2, 1))).topics[0].partitions[0]
+            assert earliest.old_style_offsets == [0]
+            many = (await c.call(2, 0, req(-1, 100))).topics[0].partitions[0]
+            assert many.old_style_offsets == sorted({18, *bases}, reverse=True)
+            before_all = (await c.call(2, 0, req(1000, 5))).topics[0].partitions[0]
+            assert before_all.old_style_offsets == []  # every segment is newer than 1970
+            unknown = await c.call(2, 0, ListOffsetsRequest(replica_id=-1, topics=[
+                ListOffsetsRequest.ListOffsetsTopic(name="nope", partitions=[
+                    ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1, max_num_offsets=1)])]))
+            assert unknown.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    run(main())

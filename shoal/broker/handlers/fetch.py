@@ -24,8 +24,11 @@ import uuid
 from typing import TYPE_CHECKING
 
 from shoal.broker.clock import now_ms
+from shoal.protocol.compression import ZSTD
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.fetch_response import FetchResponse
+from shoal.protocol.legacy_records import encode_message
+from shoal.protocol.record_batch import CONTROL_MASK, TIMESTAMP_TYPE_MASK, iter_batches, iter_records
 from shoal.storage import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
@@ -42,6 +45,35 @@ def leader_epoch_error(current_epoch: int, requested: int) -> ErrorCode:
     if requested < 0 or requested == current_epoch:
         return ErrorCode.NONE
     return ErrorCode.FENCED_LEADER_EPOCH if requested < current_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class UnsupportedCompression(Exception):
+    """A batch compressed with a codec the requested message format does not have."""
+
+
+def downconvert(records: bytes, fetch_offset: int, magic: int, limit: int, first: bool) -> bytes:
+    """v2 batches as a message set of ``magic``: uncompressed messages from ``fetch_offset`` on,
+    control batches left out (headers have no place in them), at most ``limit`` bytes except the
+    first message when ``first`` (so a consumer always progresses)."""
+    out: list[bytes] = []
+    size = 0
+    for h in iter_batches(records):
+        if h.attributes & CONTROL_MASK:
+            continue
+        if h.compression == ZSTD:
+            if out:
+                break
+            raise UnsupportedCompression
+        for r in iter_records(records, h):
+            if r.offset < fetch_offset:
+                continue
+            ts_type = 1 if h.attributes & TIMESTAMP_TYPE_MASK else 0
+            entry = encode_message(r.offset, magic, r.timestamp, ts_type, r.key, r.value)
+            if size + len(entry) > limit and not (first and not out):
+                return b"".join(out)
+            out.append(entry)
+            size += len(entry)
+    return b"".join(out)
 
 
 def register(broker: Broker) -> None:
@@ -79,6 +111,16 @@ def register(broker: Broker) -> None:
             return PartitionData(partition_index=p, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
                                  high_watermark=hw, last_stable_offset=lso,
                                  log_start_offset=plog.log_start_offset, records=b""), None
+        if ctx.api_version < 4 and records:
+            # Fetch v0-v3 know only message sets: v0-v1 magic 0, v2-v3 magic 1 (as Kafka 3.x's
+            # down-conversion); a zstd batch cannot be expressed in them.
+            try:
+                records = downconvert(records, fp.fetch_offset, 0 if ctx.api_version < 2 else 1,
+                                      max(limit, 0), first)
+            except UnsupportedCompression:
+                return PartitionData(partition_index=p, error_code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                     high_watermark=hw, last_stable_offset=lso,
+                                     log_start_offset=plog.log_start_offset, records=b""), None
         aborted = None
         if read_committed:
             aborted = [] if next_offset < 0 else [
@@ -170,4 +212,4 @@ def register(broker: Broker) -> None:
         return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
                              responses=responses)
 
-    broker.apis.register(1, fetch, min_version=4)
+    broker.apis.register(1, fetch)

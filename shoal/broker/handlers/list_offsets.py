@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shoal.broker.clock import now_ms
 from shoal.broker.handlers.fetch import leader_epoch_error
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.list_offsets_response import ListOffsetsResponse
@@ -38,6 +39,9 @@ def register(broker: Broker) -> None:
             return PartitionResponse(partition_index=index, error_code=code)
         plog = broker.partition_log(topic, index)
         ts = p.timestamp
+        if ctx.api_version == 0:  # Kafka 3.x's v0: offsets of segment starts, by file time
+            return PartitionResponse(partition_index=index, error_code=ErrorCode.NONE,
+                                     old_style_offsets=plog.legacy_offsets_before(ts, p.max_num_offsets, now_ms()))
         timestamp, offset = -1, -1
         if ts in (LATEST, LATEST_TIERED):
             offset = plog.last_stable_offset if read_committed else plog.high_watermark
@@ -87,5 +91,5 @@ def register(broker: Broker) -> None:
             out.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
         return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=out)
 
-    broker.apis.register(2, list_offsets, min_version=1)
-    broker.apis.register(23, offset_for_leader_epoch, min_version=2)
+    broker.apis.register(2, list_offsets)
+    broker.apis.register(23, offset_for_leader_epoch)

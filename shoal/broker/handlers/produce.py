@@ -17,11 +17,13 @@ from shoal.broker.metadata import INTERNAL_TOPICS
 from shoal.protocol.compression import ZSTD
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.produce_response import ProduceResponse
+from shoal.protocol.legacy_records import parse_message_set
 from shoal.protocol.record_batch import (
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,
     UnsupportedMessageFormatError,
+    build_batch,
     validate_batches,
     validate_records,
 )
@@ -42,6 +44,15 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Partition
                              log_start_offset=-1, error_message=message)
 
 
+def upconvert(message_set, max_message_bytes: int) -> bytearray:
+    """A produced message set (Produce v0-v2) as one v2 batch: the same records, keys, values and
+    CreateTime timestamps (none in magic 0), the same compression codec."""
+    messages, codec = parse_message_set(message_set, max_decompressed=min(64 * max_message_bytes, 0x7FFFFFFF))
+    if not messages:
+        raise InvalidRecordError("produce request carries no message")
+    return bytearray(build_batch([(m.timestamp, m.key, m.value, []) for m in messages], compression=codec))
+
+
 def register(broker: Broker) -> None:
     metadata = broker.metadata
     metrics = broker.metrics
@@ -60,6 +71,8 @@ def register(broker: Broker) -> None:
         try:
             if records is None:
                 raise InvalidRecordError("produce request carries null records")
+            if ctx.api_version < 3:  # a message set (magic 0/1): up-converted to one v2 batch, as Kafka 3.x
+                records = upconvert(records, plog.config.max_message_bytes)
             headers = validate_batches(records, plog.config.max_message_bytes)
             if len(headers) > 1:  # Kafka's LogValidator: one v2 batch per partition per request
                 raise InvalidRecordError("Compressed outer record has more than one batch")
@@ -128,4 +141,4 @@ def register(broker: Broker) -> None:
             return None
         return ProduceResponse(responses=responses, throttle_time_ms=0)
 
-    broker.apis.register(0, produce, min_version=3)
+    broker.apis.register(0, produce)
