@@ -138,6 +138,14 @@ class Broker:
         await self.coordinators.on_leadership_changed()
         await self.txn_coordinators.on_leadership_changed()
 
+    async def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
+        """A partition's new replica list (AlterPartitionReassignments): complete at once, as every
+        node shares the storage; its leader becomes the first live replica of the new list."""
+        self.metadata.set_replicas(topic, partition, replicas)
+        if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC):
+            await self.coordinators.on_leadership_changed()
+            await self.txn_coordinators.on_leadership_changed()
+
     async def close(self) -> None:
         if self._housekeeping is not None:
             self._housekeeping.cancel()

@@ -117,6 +117,10 @@ class ClusterMetadata:
         elif kind == "delete" and r["name"] in self.topics:
             info = self.topics.pop(r["name"])
             self.by_id.pop(info.topic_id, None)
+        elif kind == "replicas" and r["name"] in self.topics:
+            replicas = self.topics[r["name"]].replicas
+            if 0 <= r["partition"] < len(replicas):
+                replicas[r["partition"]] = list(r["replicas"])
         elif kind == "topic_configs" and r["name"] in self.topics:
             self.topics[r["name"]].configs = dict(r["configs"])
         elif kind == "broker_configs":
@@ -183,6 +187,17 @@ class ClusterMetadata:
         info.replicas.extend(added)
         for p in range(first_new, new_total):
             self._elect(name, p)
+
+    def set_replicas(self, name: str, partition: int, replicas: list[int]) -> None:
+        """A partition's replica list replaced (a reassignment); leadership follows."""
+        self._record({"t": "replicas", "name": name, "partition": partition, "replicas": list(replicas)})
+        self.topics[name].replicas[partition] = list(replicas)
+        self._elect(name, partition)
+
+    @property
+    def log_records(self) -> int:
+        """Records in the metadata log now (its end offset, as DescribeQuorum reports it)."""
+        return self._log.records if self._log is not None else 0
 
     def delete_topic(self, name: str) -> TopicInfo:
         self._record({"t": "delete", "name": name})

@@ -11,6 +11,7 @@ a new file renamed over the old), as KRaft's snapshots bound replay time.
 Records (``t`` is the type):
 - ``topic``: name, id, replicas (a list per partition), configs
 - ``partitions``: name, the replicas of the partitions added
+- ``replicas``: name, partition, its new replicas (a reassignment)
 - ``delete``: name
 - ``topic_configs``: name, configs (the whole set)
 - ``broker_configs``: resource ("" the cluster default, or a node id), configs

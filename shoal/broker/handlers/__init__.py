@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from shoal.broker.handlers import (
     alter_configs,
     api_versions,
+    cluster_admin,
     describe_cluster,
     describe_configs,
     fetch,
@@ -25,5 +26,6 @@ if TYPE_CHECKING:
 
 def register_all(broker: Broker) -> None:
     for module in (api_versions, metadata_api, produce, fetch, list_offsets, topic_admin,
-                   describe_configs, alter_configs, describe_cluster, groups, transactions, log_admin):
+                   describe_configs, alter_configs, describe_cluster, groups, transactions, log_admin,
+                   cluster_admin):
         module.register(broker)
