@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Install everything the tests need (venv, pip packages, kcat) and run them.
+# Install everything the tests need (venv, pip packages, kcat, Burrow and a ZooKeeper for it) and
+# run them.
 # Usage: bash scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v kcat >/dev/null 2>&1; then
+# Debian packages: kcat; Burrow (the lag monitor, an old-protocol client) and the ZooKeeper it
+# keeps its own state in.
+if ! command -v kcat >/dev/null 2>&1 || [ ! -x /usr/bin/Burrow ] || [ ! -x /usr/share/zookeeper/bin/zkServer.sh ]; then
     if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+        apt-get update -qq && apt-get install -y -qq kcat burrow zookeeper >/dev/null
     else
-        sudo apt-get update -qq && sudo apt-get install -y -qq kcat >/dev/null
+        sudo apt-get update -qq && sudo apt-get install -y -qq kcat burrow zookeeper >/dev/null
     fi
 fi
 
