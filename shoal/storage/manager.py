@@ -97,6 +97,27 @@ class LogManager:
         if parent in self._per_dir:
             self._per_dir[parent] += delta
 
+    def move(self, topic: str, partition: int, target_dir: Path) -> PartitionLog | None:
+        """Move a partition's files to another of the log dirs (AlterReplicaLogDirs): closed
+        cleanly, renamed (copied when the dirs are on different file systems), reopened."""
+        target_dir = Path(target_dir)
+        if target_dir not in self._per_dir:
+            raise ValueError(f"{target_dir} is not a log dir")
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is None or log.dir.parent == target_dir:
+            return log
+        config = log.config
+        source = log.dir
+        log.close()
+        self._count(log, -1)
+        destination = target_dir / source.name
+        shutil.move(str(source), str(destination))
+        moved = PartitionLog(destination, config)
+        self._logs[key] = moved
+        self._count(moved, 1)
+        return moved
+
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
+from kafka.errors import NoError
 from kafka.structs import TopicPartition as KPTopicPartition
+from kafka.structs import TopicPartitionReplica
 
 
 def test_delete_records_moves_the_log_start_and_consumers_see_it(shoal_cluster):
@@ -70,3 +72,42 @@ def test_describe_log_dirs_reports_real_sizes(shoal):
     on_disk = sum(f.stat().st_size for f in (shoal.data_dir / "ld-0").glob("*.log"))
     assert sizes[("ld", 0)] == on_disk > 200 * 1000
     assert ("ld", 1) not in sizes  # never written: no files yet
+
+
+def test_alter_replica_log_dirs_moves_a_partition(shoal_factory, tmp_path):
+    first, second = tmp_path / "dir-a", tmp_path / "dir-b"
+    b = shoal_factory(nodes=1, overrides={"log.dirs": f"{first},{second}"})
+    bs = b.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic("mv", 1, 1)])["mv"].result(30)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(50):
+        p.produce("mv", value=b"%d" % i)
+    assert p.flush(30) == 0
+    kp = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        [where] = [d["log_dir"] for d in kp.describe_log_dirs()[0]["log_dirs"]
+                   if any(t["name"] == "mv" for t in d["topics"])]
+        other = str(second if where == str(first) else first)
+        tpr = TopicPartitionReplica("mv", 0, 0)
+        result = kp.alter_replica_log_dirs({tpr: other})
+        assert result[tpr] is NoError
+        [now] = [d["log_dir"] for d in kp.describe_log_dirs()[0]["log_dirs"]
+                 if any(t["name"] == "mv" for t in d["topics"])]
+        assert now == other and (tmp_path / now.rsplit("/", 1)[-1] / "mv-0").is_dir()
+        bad = kp.alter_replica_log_dirs({tpr: "/no/such/dir"})
+        assert bad[tpr].errno == 57  # LOG_DIR_NOT_FOUND
+    finally:
+        kp.close()
+    b.restart()
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "mv", "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition("mv", 0, 0)])
+        values = []
+        while len(values) < 50:
+            m = c.poll(5)
+            assert m is not None, values
+            values.append(m.value())
+        assert values == [b"%d" % i for i in range(50)]
+    finally:
+        c.close()

@@ -1,4 +1,5 @@
-"""DeleteRecords (move a partition's log start offset) and DescribeLogDirs (what each log dir holds).
+"""DeleteRecords (move a partition's log start offset), DescribeLogDirs (what each log dir holds)
+and AlterReplicaLogDirs (move a partition's files to another log dir).
 
 DeleteRecords: `offset` -1 means the high watermark; beyond it OFFSET_OUT_OF_RANGE, as Kafka.
 Whole segments below the new start are removed; consumers see the new log start offset at
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from shoal.broker.metadata import INTERNAL_TOPICS
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
 from shoal.protocol.generated.delete_records_response import DeleteRecordsResponse
 from shoal.protocol.generated.describe_log_dirs_response import DescribeLogDirsResponse
 from shoal.storage import OffsetOutOfRangeError
@@ -81,5 +83,31 @@ def register(broker: Broker) -> None:
                         for t, ps in sorted(topics.items())]))
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)
 
+    async def alter_replica_log_dirs(ctx: RequestContext, req) -> AlterReplicaLogDirsResponse:
+        dirs = {str(d): d for d in broker.logs.log_dirs}
+        results: dict[str, list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]] = {}
+        for d in req.dirs:
+            target = dirs.get(d.path.rstrip("/") or "/")
+            for t in d.topics:
+                info = metadata.topics.get(t.name)
+                for p in t.partitions:
+                    if target is None:
+                        code = ErrorCode.LOG_DIR_NOT_FOUND
+                    elif info is None or not 0 <= p < info.num_partitions:
+                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    elif t.name in INTERNAL_TOPICS and broker.logs.get(t.name, p) is not None \
+                            and broker.logs.get(t.name, p).dir.parent != target:
+                        code = ErrorCode.INVALID_REQUEST  # a coordinator reads it: not moved while loaded
+                    else:
+                        broker.logs.move(t.name, p, target)
+                        code = ErrorCode.NONE
+                    results.setdefault(t.name, []).append(
+                        AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult(partition_index=p,
+                                                                                     error_code=code))
+        return AlterReplicaLogDirsResponse(throttle_time_ms=0, results=[
+            AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(topic_name=name, partitions=parts)
+            for name, parts in results.items()])
+
     broker.apis.register(21, delete_records)
+    broker.apis.register(34, alter_replica_log_dirs)
     broker.apis.register(35, describe_log_dirs)
