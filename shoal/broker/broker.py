@@ -70,6 +70,10 @@ class Broker:
         base_id = config.node_id
         self.node_ids = [base_id + i for i in range(num_nodes)]
         self.metadata = ClusterMetadata(self.cluster_id, self.node_ids, self.log_dirs[0])
+        if self.metadata.fresh:
+            # As Kafka 4.1+'s controller does when it activates (eligible leader replicas, KIP-966):
+            # a cluster-level min.insync.replicas record, so topics report it as a dynamic default.
+            self.metadata.set_broker_configs("", {"min.insync.replicas": config.get("min.insync.replicas")})
         self._set_dynamic_layers()
         self.log_defaults = log_config_defaults(config)
         self.logs = LogManager(self.log_dirs, self.log_defaults,

@@ -46,6 +46,7 @@ DEFAULTS: dict[str, str] = {
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
     "fetch.max.bytes": "57671680",
+    "min.insync.replicas": "1",
     # Kafka's default is -1 (no bound); a broker that shares a process with tests and laptops
     # bounds the request bytes it holds: reading pauses when they are spent.
     "queued.max.request.bytes": "536870912",

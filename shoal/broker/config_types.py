@@ -11,6 +11,13 @@ _TYPES: dict[str, int] = {
     "flush.messages": LONG, "flush.ms": LONG, "index.interval.bytes": INT, "max.message.bytes": INT,
     "message.timestamp.type": STRING, "min.compaction.lag.ms": LONG, "min.insync.replicas": INT,
     "retention.bytes": LONG, "retention.ms": LONG, "segment.bytes": INT, "segment.ms": LONG,
+    "compression.gzip.level": INT, "compression.lz4.level": INT, "compression.zstd.level": INT,
+    "file.delete.delay.ms": LONG, "follower.replication.throttled.replicas": LIST,
+    "leader.replication.throttled.replicas": LIST, "local.retention.bytes": LONG, "local.retention.ms": LONG,
+    "max.compaction.lag.ms": LONG, "message.downconversion.enable": BOOLEAN,
+    "message.timestamp.after.max.ms": LONG, "message.timestamp.before.max.ms": LONG,
+    "min.cleanable.dirty.ratio": DOUBLE, "preallocate": BOOLEAN, "remote.storage.enable": BOOLEAN,
+    "segment.index.bytes": INT, "segment.jitter.ms": LONG, "unclean.leader.election.enable": BOOLEAN,
     # broker configs (KafkaConfig and the server modules' definitions)
     "listeners": STRING, "advertised.listeners": STRING, "node.id": INT, "broker.id": INT, "log.dirs": STRING,
     "log.dir": STRING, "num.partitions": INT, "default.replication.factor": INT,

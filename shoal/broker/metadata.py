@@ -87,6 +87,8 @@ class ClusterMetadata:
         self.broker_configs: dict[str, dict[str, str]] = {}
         # called with (topic, partition, old_leader, new_leader) on every change
         self.leader_listeners: list[Callable[[str, int, int, int], None]] = []
+        # A cluster that starts with no metadata at all (not a restart, not a migration)
+        self.fresh = self._log is not None and not self._log.path.exists() and not self._log.legacy.exists()
         if self._log is not None:
             self._load()
 

@@ -8,6 +8,7 @@ both, with Kafka's config sources.
 from __future__ import annotations
 
 from shoal.broker.config import BrokerConfig
+from shoal.broker.config_types import BOOLEAN, DOUBLE, INT, LONG, config_type
 from shoal.storage import LogConfig
 
 # topic config -> broker config it defaults from (None: fixed default below)
@@ -21,12 +22,27 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str | None] = {
     "max.message.bytes": "message.max.bytes",
     "message.timestamp.type": "log.message.timestamp.type",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "min.insync.replicas": None,
+    "min.insync.replicas": "min.insync.replicas",
     "retention.bytes": "log.retention.bytes",
     "retention.ms": "log.retention.ms",
     "segment.bytes": "log.segment.bytes",
     "segment.ms": "log.roll.ms",
 }
+
+# Kafka's other topic configs: accepted, kept and reported with Kafka's defaults (so tools and
+# admin clients that set them work), but shoal does not act on them (one storage, no tiering,
+# no throttles; timestamps are not bounded at produce).
+PASSIVE_TOPIC_DEFAULTS: dict[str, str] = {
+    "compression.gzip.level": "-1", "compression.lz4.level": "9", "compression.zstd.level": "3",
+    "file.delete.delay.ms": "60000", "follower.replication.throttled.replicas": "",
+    "leader.replication.throttled.replicas": "", "local.retention.bytes": "-2", "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "9223372036854775807", "message.downconversion.enable": "true",
+    "message.timestamp.after.max.ms": "9223372036854775807",
+    "message.timestamp.before.max.ms": "9223372036854775807", "min.cleanable.dirty.ratio": "0.5",
+    "preallocate": "false", "remote.storage.enable": "false", "segment.index.bytes": "10485760",
+    "segment.jitter.ms": "0", "unclean.leader.election.enable": "false",
+}
+TOPIC_CONFIG_SYNONYMS.update(dict.fromkeys(PASSIVE_TOPIC_DEFAULTS))
 
 # Lower-precedence broker synonyms, consulted when the main one is unset (as Kafka's synonyms lists).
 TOPIC_CONFIG_FALLBACK_SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -40,7 +56,9 @@ DYNAMIC_BROKER_CONFIGS = frozenset({*(b for b in TOPIC_CONFIG_SYNONYMS.values() 
 # Topic configs that are lists (APPEND / SUBTRACT apply to them).
 LIST_TOPIC_CONFIGS = frozenset({"cleanup.policy"})
 
-_FIXED_DEFAULTS = {"compression.type": "producer", "min.insync.replicas": "1"}
+_FIXED_DEFAULTS = {"compression.type": "producer", **PASSIVE_TOPIC_DEFAULTS}
+# Topic configs the log itself does not use.
+_NOT_LOG_CONFIGS = {*_FIXED_DEFAULTS, "min.insync.replicas"}
 _COMPRESSION_TYPES = {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}
 
 
@@ -50,6 +68,20 @@ class InvalidTopicConfig(ValueError):
 
 class InvalidBrokerConfig(ValueError):
     """A dynamic broker config change Kafka would reject (INVALID_REQUEST, as Kafka answers)."""
+
+
+def _valid_passive(name: str, value: str) -> bool:
+    kind = config_type(name)
+    try:
+        if kind in (INT, LONG):
+            int(value)
+        elif kind == DOUBLE:
+            float(value)
+        elif kind == BOOLEAN:
+            return value.lower() in ("true", "false")
+    except ValueError:
+        return False
+    return True
 
 
 def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
@@ -88,8 +120,10 @@ def topic_log_config(configs: dict[str, str], defaults: LogConfig) -> LogConfig:
                     raise ValueError
             except ValueError:
                 raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}") from None
+        if name in PASSIVE_TOPIC_DEFAULTS and not _valid_passive(name, value):
+            raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}")
     try:
         return LogConfig.from_topic_configs(
-            {k: v for k, v in configs.items() if k not in _FIXED_DEFAULTS}, defaults)
+            {k: v for k, v in configs.items() if k not in _NOT_LOG_CONFIGS}, defaults)
     except ValueError as e:
         raise InvalidTopicConfig(str(e)) from None

@@ -86,9 +86,10 @@ class LogConfig:
             self.flush_interval_ms,
             "must be at least 0",
         )
+        # An empty list is valid, as in Kafka (ConfigDef.ValidList): neither deleted nor compacted.
         policies = [p.strip() for p in self.cleanup_policy.split(",") if p.strip()]
         need(
-            bool(policies) and all(p in ("delete", "compact") for p in policies),
+            all(p in ("delete", "compact") for p in policies),
             "cleanup.policy",
             self.cleanup_policy,
             "must be a list of 'delete' and/or 'compact'",

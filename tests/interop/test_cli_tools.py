@@ -66,11 +66,15 @@ def test_topics_tool(shoal):
 
     tid = admin.describe_topics(TopicCollection(["orders"]))["orders"].result(15).topic_id
     expected = (f"Topic: orders\tTopicId: {kafka_uuid(tid)}\tPartitionCount: 2\tReplicationFactor: 1\t"
-                "Configs: retention.ms=1000\n"
+                # a fresh cluster's min.insync.replicas record (as Kafka 4.1+ writes it) shows too
+                "Configs: min.insync.replicas=1,retention.ms=1000\n"
                 "\tTopic: orders\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0\tElr: N/A\tLastKnownElr: N/A\n"
                 "\tTopic: orders\tPartition: 1\tLeader: 0\tReplicas: 0\tIsr: 0\tElr: N/A\tLastKnownElr: N/A\n")
     assert ok(run("topics", "describe", "--topic", "orders")) == expected
-    assert ok(run("topics", "describe", "--topics-with-overrides", "--exclude-internal")) == expected.splitlines(True)[0]
+    # every topic has a non-default config since the cluster-level min.insync.replicas record (Kafka 4.1+)
+    overrides = ok(run("topics", "describe", "--topics-with-overrides", "--exclude-internal")).splitlines(True)
+    assert overrides[1] == expected.splitlines(True)[0] and len(overrides) == 2
+    assert overrides[0].startswith("Topic: audit\t") and overrides[0].endswith("Configs: min.insync.replicas=1\n")
     assert ok(run("topics", "alter", "--topic", "orders", "--partitions", "3")) == ""
     assert len(admin.list_topics("orders", timeout=10).topics["orders"].partitions) == 3
     one_line_error(run("topics", "alter", "--topic", "orders", "--partitions", "2"),
@@ -114,7 +118,9 @@ def test_configs_tool(shoal):
                   "log.retention.ms=7200000")) == "Completed updating default config for brokers in the cluster.\n"
     assert ok(run("configs", "describe", "--entity-type", "brokers", "--entity-default")) == (
         "Default configs for brokers in the cluster are:\n"
-        "  log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}\n")
+        "  log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}\n"
+        "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1, "
+        "DEFAULT_CONFIG:min.insync.replicas=1}\n")
     one_line_error(run("configs", "alter", "--broker", "0", "--add-config", "num.partitions=3"),
                    "Cannot update these configs dynamically: Set(num.partitions)")
     shoal.restart()  # applied configs are kept
