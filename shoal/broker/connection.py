@@ -169,6 +169,8 @@ class ResponseMemory:
 
 # Flow control of what a connection sends: past this many unsent bytes the next request waits.
 _WRITE_HIGH = 256 * 1024
+# A response's share of the response budget comes back when it is sent, or after this long.
+_RELEASE_AFTER_S = 5.0
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -379,10 +381,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.transport.write(response)
                     del response
                 # As Kafka mutes a channel until its response is sent: the next request of this
-                # connection waits while the client has not taken what was sent before.
+                # connection waits while the client has not taken what was sent before. Response
+                # budget comes back when sent, or after a few seconds whatever the client does, so
+                # a client that never reads cannot starve every other fetch.
+                if not self._writable.is_set() and not self.closed:
+                    try:
+                        await asyncio.wait_for(self._writable.wait(), _RELEASE_AFTER_S)
+                    except TimeoutError:
+                        pass
+                self._release_sent()
                 if not self._writable.is_set() and not self.closed:
                     await self._writable.wait()
-                self._release_sent()
         finally:
             self._release_sent()
             # Whatever is left in the queue will never be handled: its bytes are free.

@@ -403,8 +403,10 @@ def _varint(n: int) -> bytes:
     return _encode_varint(n)
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at `pos`: (value, position after it)."""
+def read_varint(buf: bytes, pos: int, max_shift: int = 63,
+                error: type[RecordBatchError] = CorruptRecordError) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, position after it). Longer than ``max_shift`` allows
+    (63: a varlong; 28: Kafka's 5-byte readVarint) raises ``error``."""
     b = buf[pos]
     pos += 1
     if b < 0x80:
@@ -418,8 +420,8 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         if b < 0x80:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint is too long")
+        if shift > max_shift:
+            raise error("varint is too long")
 
 
 # ---------------------------------------------------------------------------
@@ -474,18 +476,8 @@ def _decode_records(
 
 
 def _varint_at(buf: Buffer, pos: int) -> tuple[int, int]:
-    """A zigzag varint of up to 5 bytes (Kafka's readVarint): (value, position after)."""
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 28:
-            raise InvalidRecordError("varint is too long")
+    """A zigzag varint of up to 5 bytes (Kafka's readVarint) in a produced record."""
+    return read_varint(buf, pos, 28, InvalidRecordError)
 
 
 def _varlong_end(buf: Buffer, pos: int) -> int:

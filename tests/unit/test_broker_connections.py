@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 
 from shoal.protocol.framing import encode_request
@@ -129,4 +130,41 @@ def test_thousands_of_pipelined_requests_across_read_buffer_boundaries(tmp_path)
             ids = [struct.unpack_from(">i", await c.read_frame(20))[0] for _ in range(2000)]
             assert ids == list(range(2000))
             assert all(b.partition_log("t", i).log_end_offset == 1 for i in range(2000))
+    run(main())
+
+
+def test_a_client_that_never_reads_cannot_starve_other_fetches(tmp_path):
+    """A huge fetch answered to a client that reads nothing holds the response budget only a
+    few seconds: then the budget is back for every other consumer."""
+    from shoal.protocol.generated.fetch_request import FetchRequest
+
+    def big_fetch() -> FetchRequest:
+        return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20, isolation_level=0,
+                            session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+                                FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=64 << 20)])])
+
+    async def main():
+        async with running_broker(tmp_path, fetch_memory_max_bytes=str(16 << 20)) as b:
+            c = await RawClient.connect(port(b))
+            await c.call(19, 5, create_req("t"))
+            for i in range(24):
+                r = await c.call(0, 9, produce_req("t", 0, build_batch([(1000, None, bytes([i]) * 900_000, [])])))
+                assert r.responses[0].partition_responses[0].error_code == 0
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window
+            sock.connect(("127.0.0.1", port(b)))
+            reader, writer = await asyncio.open_connection(sock=sock)
+            writer.transport.pause_reading()  # reads nothing: the answer piles up unsent
+            writer.write(encode_request(1, 12, 1, "hog", big_fetch().encode(12)))
+            await asyncio.sleep(0.5)
+            assert b.response_memory.used > 8 << 20  # the unsent answer holds the budget
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 15
+            while b.response_memory.used and loop.time() < deadline:
+                await asyncio.sleep(0.2)
+            assert b.response_memory.used == 0  # given back though the client still reads nothing
+            other = await RawClient.connect(port(b))
+            r = await other.call(1, 12, big_fetch(), timeout=20)
+            assert len(r.responses[0].partitions[0].records) > 8 << 20  # a whole budget's worth
+            writer.close()
     run(main())
