@@ -22,7 +22,13 @@ from shoal.broker.clock import now_ms
 from shoal.broker.config import BrokerConfig, ConfigError
 from shoal.broker.connection import RequestMemory, ResponseMemory
 from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
-from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC, ClusterMetadata, TopicInfo
+from shoal.broker.metadata import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTION_TOPIC,
+    ClusterMetadata,
+    TopicInfo,
+)
 from shoal.broker.metrics import BrokerMetrics, MetricsServer
 from shoal.broker.node import BrokerNode
 from shoal.broker.producer_ids import ProducerIdManager
@@ -146,7 +152,7 @@ class Broker:
         """A partition's new replica list (AlterPartitionReassignments): complete at once, as every
         node shares the storage; its leader becomes the first live replica of the new list."""
         self.metadata.set_replicas(topic, partition, replicas)
-        if topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC):
+        if topic in INTERNAL_TOPICS:  # coordinators follow the leadership of their topics
             await self.coordinators.on_leadership_changed()
             await self.txn_coordinators.on_leadership_changed()
 

@@ -255,13 +255,7 @@ class AIOProducer:
         on_delivery: DeliveryCallback | None = None,
     ) -> asyncio.Future:
         """Enqueue one record; returns the future of its ``RecordMetadata``."""
-        if self._closed:
-            raise ClosedError("producer is closed")
-        if self.txn is not None:
-            self.txn.check_can_send()
-        if not self._started:
-            await self.start()
-        assert self.accumulator is not None and self._wakeup is not None
+        await self._ready_to_send()
         rec = self.make_record(key, value, headers, timestamp_ms, on_delivery)
         rec.future = asyncio.get_running_loop().create_future()
         parts = self.client.cluster.partitions_for(topic)
@@ -330,13 +324,7 @@ class AIOProducer:
         topic's max.message.bytes. ``flush()`` waits for it; so does
         ``await batch.waiter()`` (then ``batch.error`` / ``batch.base_offset``).
         """
-        if self._closed:
-            raise ClosedError("producer is closed")
-        if self.txn is not None:
-            self.txn.check_can_send()
-        if not self._started:
-            await self.start()
-        assert self.accumulator is not None and self._wakeup is not None
+        await self._ready_to_send()
         parts = self.client.cluster.partitions_for(topic)
         if parts is None:
             parts = await self.client.wait_for_topic(topic, self.config["max.block.ms"])
@@ -383,6 +371,16 @@ class AIOProducer:
     @property
     def _in_flight_batches(self) -> list[ProducerBatch]:
         return [b for t in self._in_flight_tasks for b in getattr(t, "batches", [])]
+
+    async def _ready_to_send(self) -> None:
+        """What every send checks first: open, allowed by the transaction state, started."""
+        if self._closed:
+            raise ClosedError("producer is closed")
+        if self.txn is not None:
+            self.txn.check_can_send()
+        if not self._started:
+            await self.start()
+        assert self.accumulator is not None and self._wakeup is not None
 
     async def close(self, timeout_ms: int | None = None) -> None:
         """Flush and stop (``timeout_ms=0``: fail what is still buffered)."""

@@ -91,12 +91,12 @@ def register(broker: Broker) -> None:
             for t in d.topics:
                 info = metadata.topics.get(t.name)
                 for p in t.partitions:
+                    current = broker.logs.get(t.name, p)
                     if target is None:
                         code = ErrorCode.LOG_DIR_NOT_FOUND
                     elif info is None or not 0 <= p < info.num_partitions:
                         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    elif t.name in INTERNAL_TOPICS and broker.logs.get(t.name, p) is not None \
-                            and broker.logs.get(t.name, p).dir.parent != target:
+                    elif t.name in INTERNAL_TOPICS and current is not None and current.dir.parent != target:
                         code = ErrorCode.INVALID_REQUEST  # a coordinator reads it: not moved while loaded
                     else:
                         broker.logs.move(t.name, p, target)
