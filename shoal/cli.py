@@ -67,9 +67,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Kafka's tools name their action with a flag (kafka-topics.sh --create ...), shoal's with a
+# subcommand (shoal topics create ...); both forms are accepted, so scripts written for Kafka's
+# tools run unchanged with the tool's name swapped.
+_ACTION_FLAGS = {
+    "topics": ("create", "list", "describe", "delete", "alter"),
+    "configs": ("describe", "alter"),
+    "groups": ("list", "describe", "reset-offsets", "delete", "delete-offsets"),
+}
+
+
+def kafka_action_form(argv: list[str]) -> list[str]:
+    """``argv`` with a Kafka-style action flag (``topics --bootstrap-server B --create ...``)
+    moved into shoal's subcommand position (``topics create --bootstrap-server B ...``)."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 1 if "=" in argv[i] or argv[i] in ("-h", "--help") else 2  # --log-level LEVEL
+    if i >= len(argv) or argv[i] not in _ACTION_FLAGS:
+        return argv
+    actions = _ACTION_FLAGS[argv[i]]
+    rest = argv[i + 1:]
+    if rest and rest[0] in actions:
+        return argv
+    for j, word in enumerate(rest):
+        if word.startswith("--") and word[2:] in actions:
+            return [*argv[:i + 1], word[2:], *rest[:j], *rest[j + 1:]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(kafka_action_form(sys.argv[1:] if argv is None else list(argv)))
     level = args.log_level or ("INFO" if args.command == "serve" else "WARNING")
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)

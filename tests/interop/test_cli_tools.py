@@ -89,6 +89,29 @@ def test_topics_tool(shoal):
     one_line_error(shoal_cmd("127.0.0.1:1")("topics", "list"), "cannot connect to broker 127.0.0.1:1")
 
 
+def test_kafka_action_flags(shoal):
+    """Kafka's tools take their action as a flag anywhere on the line (kafka-topics.sh
+    --bootstrap-server B --create --topic T); shoal's accept that form too, so scripts written
+    for them (librdkafka's test suite calls kafka-topics.sh so) run with the name swapped."""
+    bs = shoal.bootstrap
+
+    def kafka_style(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "shoal.cli", "--log-level", "WARNING", args[0],
+                               "--bootstrap-server", bs, *args[1:]], capture_output=True, text=True, timeout=60)
+
+    assert ok(kafka_style("topics", "--create", "--topic", "k", "--partitions", "2", "--replication-factor", "1",
+                          "--config", "cleanup.policy=compact")) == "Created topic k.\n"
+    assert ok(kafka_style("topics", "--list", "--exclude-internal")) == "k\n"
+    assert "PartitionCount: 2" in ok(kafka_style("topics", "--topic", "k", "--describe"))
+    ok(kafka_style("configs", "--entity-type", "topics", "--entity-name", "k", "--alter",
+                   "--add-config", "retention.ms=5000"))
+    assert "retention.ms=5000" in ok(kafka_style("configs", "--describe", "--entity-type", "topics",
+                                                 "--entity-name", "k"))
+    assert ok(kafka_style("groups", "--list")) == ok(shoal_cmd(bs)("groups", "list"))
+    assert ok(kafka_style("topics", "--delete", "--topic", "k")) == ""
+    assert ok(kafka_style("topics", "--list", "--exclude-internal")) == ""
+
+
 def test_topics_describe_on_three_nodes(shoal_factory):
     broker = shoal_factory(nodes=3)
     run = shoal_cmd(broker.bootstrap)
