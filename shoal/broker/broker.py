@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from shoal.broker import handlers
 from shoal.broker.apis import ApiRegistry
 from shoal.broker.clock import now_ms
-from shoal.broker.config import BrokerConfig, ConfigError
+from shoal.broker.config import PASSIVE_DYNAMIC_BROKER_DEFAULTS, BrokerConfig, ConfigError
 from shoal.broker.connection import RequestMemory, ResponseMemory
 from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
 from shoal.broker.metadata import (
@@ -37,6 +37,7 @@ from shoal.broker.topic_configs import (
     InvalidBrokerConfig,
     log_config_defaults,
     topic_log_config,
+    valid_passive_value,
 )
 from shoal.coordinator.txn.responses import for_version
 from shoal.protocol.errors import ErrorCode
@@ -82,8 +83,7 @@ class Broker:
             self.metadata.set_broker_configs("", {"min.insync.replicas": config.get("min.insync.replicas")})
         self._set_dynamic_layers()
         self.log_defaults = log_config_defaults(config)
-        self.logs = LogManager(self.log_dirs, self.log_defaults,
-                               compaction_backoff_ms=config.get_int("log.cleaner.backoff.ms"))
+        self.logs = LogManager(self.log_dirs, self.log_defaults)
         self.producer_ids = ProducerIdManager(self.log_dirs[0] / "producer_ids")
         self.request_memory = RequestMemory(config.get_int("queued.max.request.bytes"))
         self.response_memory = ResponseMemory(max(1, config.get_int("fetch.memory.max.bytes")))
@@ -169,8 +169,11 @@ class Broker:
         self.metadata.close()
 
     async def _housekeep(self) -> None:
-        """Retention, compaction and time-based flush (log.flush.interval.ms) on a timer."""
-        interval_ms = min(self.config.get_int("log.retention.check.interval.ms"), 30_000)
+        """Retention, compaction and time-based flush (log.flush.interval.ms) on a timer: Kafka's
+        cleaner looks for work every log.cleaner.backoff.ms when it has none, so compaction is
+        never later than that here either."""
+        interval_ms = min(self.config.get_int("log.retention.check.interval.ms"),
+                          self.config.get_int("log.cleaner.backoff.ms"), 30_000)
         flush_ms = self.config.get_optional_int("log.flush.interval.ms")
         if flush_ms is not None:
             interval_ms = min(interval_ms, max(flush_ms, 100))
@@ -241,6 +244,9 @@ class Broker:
         bad = sorted(set(configs) - DYNAMIC_BROKER_CONFIGS)
         if bad:
             raise InvalidBrokerConfig(f"Cannot update these configs dynamically: Set({', '.join(bad)})")
+        for name, value in configs.items():
+            if name in PASSIVE_DYNAMIC_BROKER_DEFAULTS and not valid_passive_value(name, value):
+                raise InvalidBrokerConfig(f"Invalid value {value} for configuration {name}")
         stored = {**self.metadata.broker_configs, resource: dict(configs)}
         try:
             defaults = log_config_defaults(self.config.with_dynamic(*self._dynamic_layers(stored)))

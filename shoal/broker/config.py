@@ -42,7 +42,13 @@ DEFAULTS: dict[str, str] = {
     "log.cleaner.backoff.ms": "15000",
     "log.cleaner.delete.retention.ms": "86400000",
     "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": "9223372036854775807",
+    "log.cleaner.min.cleanable.ratio": "0.5",
     "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.before.max.ms": "9223372036854775807",
+    "log.message.timestamp.after.max.ms": "9223372036854775807",
+    "log.message.timestamp.difference.max.ms": "9223372036854775807",
+    "log.message.format.version": "3.0-IV1",
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
     "fetch.max.bytes": "57671680",
@@ -86,6 +92,24 @@ DEFAULTS: dict[str, str] = {
     # shoal: the port of the Prometheus endpoint (/metrics, /health, /ready); empty: off
     "metrics.port": "",
 }
+
+# Kafka's dynamic broker configs that shoal keeps and reports but does not act on: thread pools
+# (shoal has one event loop), the cleaner's tuning, SASL login settings (no SASL yet). Tools and
+# test suites that change them (librdkafka's alters sasl.kerberos.min.time.before.relogin) work.
+PASSIVE_DYNAMIC_BROKER_DEFAULTS: dict[str, str] = {
+    "num.io.threads": "8", "num.network.threads": "3", "num.replica.fetchers": "1",
+    "num.recovery.threads.per.data.dir": "2", "background.threads": "10",
+    "log.cleaner.threads": "1", "log.cleaner.dedupe.buffer.size": "134217728",
+    "log.cleaner.io.buffer.load.factor": "0.9", "log.cleaner.io.buffer.size": "524288",
+    "log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308",
+    "sasl.enabled.mechanisms": "GSSAPI", "sasl.mechanism.inter.broker.protocol": "GSSAPI",
+    "sasl.kerberos.kinit.cmd": "/usr/bin/kinit", "sasl.kerberos.min.time.before.relogin": "60000",
+    "sasl.kerberos.principal.to.local.rules": "DEFAULT", "sasl.kerberos.ticket.renew.jitter": "0.05",
+    "sasl.kerberos.ticket.renew.window.factor": "0.8", "sasl.login.refresh.buffer.seconds": "300",
+    "sasl.login.refresh.min.period.seconds": "60", "sasl.login.refresh.window.factor": "0.8",
+    "sasl.login.refresh.window.jitter": "0.05",
+}
+DEFAULTS.update(PASSIVE_DYNAMIC_BROKER_DEFAULTS)
 
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
 

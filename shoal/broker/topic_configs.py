@@ -7,8 +7,10 @@ both, with Kafka's config sources.
 
 from __future__ import annotations
 
-from shoal.broker.config import BrokerConfig
-from shoal.broker.config_types import BOOLEAN, DOUBLE, INT, LONG, config_type
+import re
+
+from shoal.broker.config import PASSIVE_DYNAMIC_BROKER_DEFAULTS, BrokerConfig
+from shoal.broker.config_types import BOOLEAN, DOUBLE, INT, LONG, SHORT, config_type
 from shoal.storage import LogConfig
 
 # topic config -> broker config it defaults from (None: fixed default below)
@@ -21,7 +23,14 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str | None] = {
     "index.interval.bytes": "log.index.interval.bytes",
     "max.message.bytes": "message.max.bytes",
     "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    # Kafka 3.x's, removed in 4.0; shoal serves both, so it keeps them
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.format.version": "log.message.format.version",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "min.insync.replicas": "min.insync.replicas",
     "retention.bytes": "log.retention.bytes",
     "retention.ms": "log.retention.ms",
@@ -31,14 +40,12 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str | None] = {
 
 # Kafka's other topic configs: accepted, kept and reported with Kafka's defaults (so tools and
 # admin clients that set them work), but shoal does not act on them (one storage, no tiering,
-# no throttles; timestamps are not bounded at produce).
+# no throttles).
 PASSIVE_TOPIC_DEFAULTS: dict[str, str] = {
     "compression.gzip.level": "-1", "compression.lz4.level": "9", "compression.zstd.level": "3",
     "file.delete.delay.ms": "60000", "follower.replication.throttled.replicas": "",
     "leader.replication.throttled.replicas": "", "local.retention.bytes": "-2", "local.retention.ms": "-2",
-    "max.compaction.lag.ms": "9223372036854775807", "message.downconversion.enable": "true",
-    "message.timestamp.after.max.ms": "9223372036854775807",
-    "message.timestamp.before.max.ms": "9223372036854775807", "min.cleanable.dirty.ratio": "0.5",
+    "message.downconversion.enable": "true",
     "preallocate": "false", "remote.storage.enable": "false", "segment.index.bytes": "10485760",
     "segment.jitter.ms": "0", "unclean.leader.election.enable": "false",
 }
@@ -52,13 +59,14 @@ TOPIC_CONFIG_FALLBACK_SYNONYMS: dict[str, tuple[str, ...]] = {
 
 # Broker configs that IncrementalAlterConfigs / AlterConfigs may change at runtime: as Kafka, the
 # broker-side synonyms of topic configs (new defaults for topics that do not set their own).
-DYNAMIC_BROKER_CONFIGS = frozenset({*(b for b in TOPIC_CONFIG_SYNONYMS.values() if b), "producer.id.expiration.ms"})
+DYNAMIC_BROKER_CONFIGS = frozenset({*(b for b in TOPIC_CONFIG_SYNONYMS.values() if b), "producer.id.expiration.ms",
+                                    *PASSIVE_DYNAMIC_BROKER_DEFAULTS})
 # Topic configs that are lists (APPEND / SUBTRACT apply to them).
 LIST_TOPIC_CONFIGS = frozenset({"cleanup.policy"})
 
 _FIXED_DEFAULTS = {"compression.type": "producer", **PASSIVE_TOPIC_DEFAULTS}
 # Topic configs the log itself does not use.
-_NOT_LOG_CONFIGS = {*_FIXED_DEFAULTS, "min.insync.replicas"}
+_NOT_LOG_CONFIGS = {*_FIXED_DEFAULTS, "min.insync.replicas", "message.format.version"}
 _COMPRESSION_TYPES = {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}
 
 
@@ -70,11 +78,23 @@ class InvalidBrokerConfig(ValueError):
     """A dynamic broker config change Kafka would reject (INVALID_REQUEST, as Kafka answers)."""
 
 
-def _valid_passive(name: str, value: str) -> bool:
+def valid_message_format_version(value: str) -> bool:
+    """Kafka 3.x's check of message.format.version (MetadataVersion.fromVersionString): a
+    release it knows, "0.x.y" or "x.y", optionally with its "-IVn" suffix and further parts.
+    Since 3.0 the value is ignored (every batch is v2) but still checked."""
+    return re.fullmatch(r"(0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)|1\.[01]|2\.[0-8]|3\.[0-9])(-IV\d+)?(\.\d+)*",
+                        value.strip()) is not None
+
+
+def valid_passive_value(name: str, value: str) -> bool:
+    """Whether ``value`` parses as the type Kafka gives config ``name`` (for the configs shoal
+    keeps without acting on them)."""
     kind = config_type(name)
     try:
         if kind in (INT, LONG):
             int(value)
+        elif kind == SHORT:
+            return -32768 <= int(value) <= 32767
         elif kind == DOUBLE:
             float(value)
         elif kind == BOOLEAN:
@@ -120,7 +140,10 @@ def topic_log_config(configs: dict[str, str], defaults: LogConfig) -> LogConfig:
                     raise ValueError
             except ValueError:
                 raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}") from None
-        if name in PASSIVE_TOPIC_DEFAULTS and not _valid_passive(name, value):
+        if name == "message.format.version" and not valid_message_format_version(value):
+            raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}: "
+                                     f"Version {value} is not a valid version")
+        if name in PASSIVE_TOPIC_DEFAULTS and not valid_passive_value(name, value):
             raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}")
     try:
         return LogConfig.from_topic_configs(

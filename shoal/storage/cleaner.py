@@ -90,21 +90,29 @@ def _latest_offsets(log: PartitionLog, aborted: _AbortedRanges, limit: int | Non
     return latest
 
 
-def compact_segments(log: PartitionLog, now_ms: int) -> int:
-    """One compaction pass over ``log``; returns the number of records removed."""
+def compact_segments(log: PartitionLog, now_ms: int) -> tuple[int, int]:
+    """One compaction pass over ``log``; returns the number of records removed and the offset
+    the pass cleaned up to (the cleaner's checkpoint: the first segment it left alone)."""
     cfg = log.config
     segments = log.segments
     if len(segments) < 2:
-        return 0
+        return 0, 0
+    cleaned_up_to = segments[-1].base_offset
     unstable = log.producer_state.first_unstable_offset()
     aborted = _AbortedRanges(log)
     latest = _latest_offsets(log, aborted, unstable)
     txn_has_records: dict[int, bool] = {}  # producer id -> a record of its current transaction survives
     removed_total = 0
     for index, seg in enumerate(segments[:-1]):
-        if cfg.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms:
+        # Where the uncleanable part starts (Kafka's first uncleanable offset): a segment younger
+        # than min.compaction.lag.ms or holding an open transaction. Segments cleaned before are
+        # cleaned again (later records may supersede theirs) whatever their age.
+        dirty = seg.next_offset > log.cleaned_offset
+        if dirty and cfg.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms:
+            cleaned_up_to = seg.base_offset
             break
         if unstable is not None and seg.next_offset > unstable:
+            cleaned_up_to = seg.base_offset
             break
         drop_tombstones = now_ms - seg.largest_timestamp() > cfg.delete_retention_ms
         # The rewrite starts only at the first batch that loses a record, so an
@@ -154,7 +162,7 @@ def compact_segments(log: PartitionLog, now_ms: int) -> int:
         if cleaned is not None:
             log._replace_segment(index, _swap(seg, cleaned, now_ms))
             removed_total += removed
-    return removed_total
+    return removed_total, cleaned_up_to
 
 
 def _swap(seg: Segment, cleaned: Segment, now_ms: int) -> Segment:

@@ -42,6 +42,16 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     delete_retention_ms: int = 86400000
     segment_index_bytes: int = 10 * 1024 * 1024
+    # How far a CreateTime record's timestamp may lie before / after the broker's clock at produce
+    # (Long.MAX: unbounded); difference.max.ms is Kafka 3.x's older form of both, used where they
+    # are left unbounded, as Kafka 3.6+ does.
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    message_timestamp_after_max_ms: int = _LONG_MAX
+    message_timestamp_difference_max_ms: int = _LONG_MAX
+    # The cleaner compacts a log when its dirty bytes reach this share of its closed segments, or
+    # when a dirty segment has waited max_compaction_lag_ms.
+    min_cleanable_dirty_ratio: float = 0.5
+    max_compaction_lag_ms: int = _LONG_MAX
     # Broker-wide (producer.id.expiration.ms), carried here because the log's producer state applies it.
     producer_id_expiration_ms: int = 86400000
 
@@ -56,6 +66,19 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    def timestamp_range(self, now_ms: int) -> tuple[int, int] | None:
+        """The CreateTime timestamps a record produced at ``now_ms`` may carry, or None when every
+        timestamp is accepted (LogAppendTime topics, or no bound set)."""
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        if before == _LONG_MAX:
+            before = self.message_timestamp_difference_max_ms
+        if after == _LONG_MAX:
+            after = self.message_timestamp_difference_max_ms
+        if self.log_append_time or (before == _LONG_MAX and after == _LONG_MAX):
+            return None
+        return now_ms - before, now_ms + after
 
     def replace(self, **changes: object) -> LogConfig:
         """A copy with some fields changed (validated)."""
@@ -119,6 +142,14 @@ class LogConfig:
             self.delete_retention_ms,
             "must be at least 0",
         )
+        for name, value in (("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms),
+                            ("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms),
+                            ("message.timestamp.difference.max.ms", self.message_timestamp_difference_max_ms)):
+            need(value >= 0, name, value, "must be at least 0")
+        need(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio", self.min_cleanable_dirty_ratio,
+             "must be between 0 and 1")
+        need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", self.max_compaction_lag_ms,
+             "must be at least 1")
         need(
             self.segment_index_bytes >= 4,
             "segment.index.bytes",
@@ -163,6 +194,11 @@ _TOPIC_CONFIGS: dict[str, tuple[str, str]] = {
     "min.compaction.lag.ms": ("min_compaction_lag_ms", "long"),
     "delete.retention.ms": ("delete_retention_ms", "long"),
     "segment.index.bytes": ("segment_index_bytes", "int"),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", "long"),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", "long"),
+    "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", "long"),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", "double"),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", "long"),
 }
 
 TOPIC_CONFIG_NAMES = frozenset(_TOPIC_CONFIGS)
@@ -183,6 +219,11 @@ def _parse(name: str, raw: str, kind: str) -> object:
         if kind == "never_long" and value == _LONG_MAX:
             return None
         return value
+    if kind == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise InvalidConfigError(f"invalid value {raw!r} for configuration {name}: not a number") from None
     if kind == "policy":
         parts = [p.strip().lower() for p in text.split(",") if p.strip()]
         return (

@@ -96,7 +96,7 @@ class PartitionLog:
         self._log_start_offset = 0
         self._unflushed_messages = 0
         self._last_flush_ms = now
-        self._last_compacted_leo = -1
+        self._cleaned_offset = 0  # the cleaner's checkpoint: segments below it are clean
         self._closed = False
         self.auto_high_watermark = True
         self.recovered_bytes_truncated = 0
@@ -644,13 +644,38 @@ class PartitionLog:
 
     # -- compaction --------------------------------------------------------
 
-    def needs_compaction(self) -> bool:
-        """True when the log is compacted, has closed segments and grew since the last pass."""
-        return (
-            self.config.compact
-            and len(self._segments) > 1
-            and self.log_end_offset != self._last_compacted_leo
-        )
+    @property
+    def cleaned_offset(self) -> int:
+        """The cleaner's checkpoint: the segments below it were compacted since they last changed."""
+        return self._cleaned_offset
+
+    def needs_compaction(self, now_ms: int) -> bool:
+        """Kafka's LogCleanerManager rule: a compacted log is cleaned when the dirty part of its
+        cleanable segments (closed, below an open transaction and min.compaction.lag.ms; dirty:
+        above the cleaner's checkpoint) is at least min.cleanable.dirty.ratio of them, or when a
+        dirty segment has waited longer than max.compaction.lag.ms."""
+        cfg = self.config
+        if not cfg.compact or len(self._segments) < 2:
+            return False
+        unstable = self.producer_state.first_unstable_offset()
+        clean = dirty = 0
+        oldest_dirty = None
+        for seg in self._segments[:-1]:
+            if seg.next_offset <= self._cleaned_offset:
+                clean += seg.size
+                continue
+            if (unstable is not None and seg.next_offset > unstable) or (
+                    cfg.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms):
+                break  # not cleanable yet, nor anything after it (Kafka's first uncleanable offset)
+            dirty += seg.size
+            if oldest_dirty is None:
+                oldest_dirty = seg
+        if oldest_dirty is None:
+            return False
+        if dirty >= cfg.min_cleanable_dirty_ratio * (clean + dirty):
+            return True
+        # The segment's largest timestamp bounds its first record's from above: never early.
+        return now_ms - oldest_dirty.largest_timestamp() > cfg.max_compaction_lag_ms
 
     def compact(self, now_ms: int) -> int:
         """Keep only the latest record per key in the non-active segments; return records removed.
@@ -662,8 +687,7 @@ class PartitionLog:
             return 0
         from shoal.storage.cleaner import compact_segments
 
-        removed = compact_segments(self, now_ms)
-        self._last_compacted_leo = self.log_end_offset
+        removed, self._cleaned_offset = compact_segments(self, now_ms)
         return removed
 
     def _replace_segment(self, index: int, seg: Segment) -> None:

@@ -34,8 +34,6 @@ class LogManager:
         self,
         log_dirs: list[Path],
         defaults: LogConfig,
-        *,
-        compaction_backoff_ms: int = 15000,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
@@ -43,10 +41,8 @@ class LogManager:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.defaults = defaults
-        self.compaction_backoff_ms = compaction_backoff_ms  # Kafka's log.cleaner.backoff.ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._per_dir: dict[Path, int] = {d: 0 for d in self.log_dirs}  # open logs per log dir
-        self._last_compaction_ms: dict[tuple[str, int], int] = {}
 
     def load_existing(
         self, config_for: Callable[[str], LogConfig | None] | None = None, *, now_ms: int | None = None
@@ -138,7 +134,6 @@ class LogManager:
             log = self._logs.pop(key)
             self._count(log, -1)
             log.delete()
-            self._last_compaction_ms.pop(key, None)
         # Directories on disk that were never opened (e.g. load_existing not called).
         for d in self.log_dirs:
             for child in d.iterdir():
@@ -161,13 +156,10 @@ class LogManager:
         The broker calls this on a timer. Returns counters of what happened.
         """
         stats = {"segments_deleted": 0, "records_compacted": 0, "logs_flushed": 0}
-        for key, log in list(self._logs.items()):
+        for log in list(self._logs.values()):
             stats["segments_deleted"] += log.enforce_retention(now_ms)
-            if log.needs_compaction():
-                last = self._last_compaction_ms.get(key)
-                if last is None or now_ms - last >= self.compaction_backoff_ms:
-                    stats["records_compacted"] += log.compact(now_ms)
-                    self._last_compaction_ms[key] = now_ms
+            if log.needs_compaction(now_ms):
+                stats["records_compacted"] += log.compact(now_ms)
             if log.maybe_flush(now_ms):
                 stats["logs_flushed"] += 1
             log.expire_producers(now_ms)

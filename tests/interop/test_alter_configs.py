@@ -126,6 +126,26 @@ def test_dynamic_broker_configs(shoal):
     assert describe(admin, ConfigResource.Type.TOPIC, "plain")["retention.ms"].value == "3600000"  # unchanged
 
 
+def test_kafkas_other_dynamic_broker_configs_are_kept(shoal):
+    """Kafka's dynamic broker configs that shoal does not act on (thread pools, cleaner tuning,
+    SASL login settings) are accepted, typed, kept across a restart and reported as Kafka does;
+    librdkafka's admin test alters one of them."""
+    admin = AdminClient({"bootstrap.servers": shoal.bootstrap})
+    b = describe(admin, ConfigResource.Type.BROKER, "0")["sasl.kerberos.min.time.before.relogin"]
+    assert b.value == "60000" and b.source == ConfigSource.DEFAULT_CONFIG.value and not b.is_read_only
+    assert alter_raw(shoal.bootstrap, 4, "0", "sasl.kerberos.min.time.before.relogin", "58000") == (0, None)
+    assert alter_raw(shoal.bootstrap, 4, "", "num.io.threads", "4") == (0, None)
+    code, message = alter_raw(shoal.bootstrap, 4, "0", "log.cleaner.io.buffer.load.factor", "lots")
+    assert code == 42 and "log.cleaner.io.buffer.load.factor" in message
+    shoal.restart()
+    admin = AdminClient({"bootstrap.servers": shoal.bootstrap})
+    entries = describe(admin, ConfigResource.Type.BROKER, "0")
+    assert entries["sasl.kerberos.min.time.before.relogin"].value == "58000"
+    assert entries["sasl.kerberos.min.time.before.relogin"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert entries["num.io.threads"].value == "4"
+    assert entries["num.io.threads"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+
+
 def test_topic_config_errors(shoal):
     admin = AdminClient({"bootstrap.servers": shoal.bootstrap})
     admin.create_topics([NewTopic("errs", 1, 1)])["errs"].result(15)

@@ -132,6 +132,9 @@ def test_kafka_python_transactions(shoal_cluster):
 
     bs = shoal_cluster.bootstrap
     create_topic(bs, "kp-txn")
+    # (offsets of a topic that does not exist are refused UNKNOWN_TOPIC_OR_PARTITION, as Kafka,
+    # and clients retry that until the transaction times out)
+    create_topic(bs, "kp-other")
     p = KafkaProducer(bootstrap_servers=bs, transactional_id="kp-1")
     p.init_transactions()
     p.begin_transaction()

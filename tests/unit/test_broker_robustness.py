@@ -177,3 +177,45 @@ def test_partition_counts_are_bounded_and_creation_opens_no_files(tmp_path):
             m = await c.call(3, 12, MetadataRequest(topics=None))
             assert sum(len(t.partitions) for t in m.topics) == 9 * 9_999 + 10_100
     run(main())
+
+
+def test_records_refused_one_by_one_are_named_in_the_response(tmp_path):
+    """KIP-467, as Kafka's LogValidator: a compacted topic refuses a batch with records without a
+    key, naming each such record; timestamps outside message.timestamp.before/after.max.ms are
+    refused with INVALID_TIMESTAMP. Nothing of a refused batch is stored."""
+    from shoal.broker.clock import now_ms
+    from shoal.protocol.compression import LZ4
+    from shoal.protocol.record_batch import build_batch
+
+    async def main():
+        async with running_broker(tmp_path) as b:
+            c = await RawClient.connect(port(b))
+            await c.call(19, 5, create_req("compacted", configs={"cleanup.policy": "compact"}))
+            await c.call(19, 5, create_req("bounded", configs={"message.timestamp.before.max.ms": "60000",
+                                                                "message.timestamp.after.max.ms": "1000"}))
+            await c.call(19, 5, create_req("old", configs={"message.timestamp.difference.max.ms": "60000",
+                                                            "message.format.version": "0.10.0.0"}))
+            mixed = [(1000, None if i % 3 == 0 else b"k%d" % i, b"v", []) for i in range(7)]
+            for codec in (0, LZ4):
+                r = await _produce_one(c, "compacted", 0, build_batch(mixed, compression=codec))
+                assert r.error_code == ErrorCode.INVALID_RECORD, r
+                assert [e.batch_index for e in r.record_errors] == [0, 3, 6]
+                assert "without key in topic partition compacted-0" in r.record_errors[0].batch_index_error_message
+                assert r.error_message.startswith("One or more records have been rejected due to 3 record errors")
+            ok = await _produce_one(c, "compacted", 0, build_batch([(1000, b"k", b"v", [])]))
+            assert (ok.error_code, ok.base_offset, ok.record_errors) == (0, 0, [])
+
+            now = now_ms()
+            for topic in ("bounded", "old"):
+                stale = build_batch([(now, b"a", b"v", []), (now - 3_600_000, b"b", b"v", [])])
+                r = await _produce_one(c, topic, 0, stale)
+                assert r.error_code == ErrorCode.INVALID_TIMESTAMP, r
+                assert [e.batch_index for e in r.record_errors] == [1]
+                assert (await _produce_one(c, topic, 0, build_batch([(now, b"a", b"v", [])]))).error_code == 0
+            future = build_batch([(now + 30_000, b"a", b"v", [])])
+            assert (await _produce_one(c, "bounded", 0, future)).error_code == ErrorCode.INVALID_TIMESTAMP
+            assert (await _produce_one(c, "old", 0, future)).error_code == 0  # within difference.max.ms
+
+            bad = await c.call(19, 5, create_req("nope", configs={"message.format.version": "0.7"}))
+            assert bad.topics[0].error_code == ErrorCode.INVALID_CONFIG
+    run(main())

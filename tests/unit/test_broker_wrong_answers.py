@@ -53,6 +53,29 @@ def test_offset_commit_to_a_topic_that_does_not_exist(tmp_path):
     run(main())
 
 
+def test_txn_offset_commit_to_a_topic_that_does_not_exist(tmp_path):
+    """As Kafka's KafkaApis: a topic that does not exist is answered before the transaction is
+    looked at; the topic that exists gets the transaction's answer (here: none is open)."""
+    from shoal.protocol.generated.txn_offset_commit_request import TxnOffsetCommitRequest
+
+    async def main():
+        async with running_broker(tmp_path) as b:
+            c = await RawClient.connect(port(b))
+            await c.call(19, 5, create_req("real"))
+            await c.call(10, 3, FindCoordinatorRequest(key="g", key_type=0))
+            topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+            part = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
+            for version in (0, 3):
+                r = await c.call(28, version, TxnOffsetCommitRequest(
+                    transactional_id="tx", group_id="g", producer_id=1000, producer_epoch=0, topics=[
+                        topic(name="nope", partitions=[part(partition_index=0, committed_offset=5)]),
+                        topic(name="real", partitions=[part(partition_index=0, committed_offset=7)])]))
+                got = {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
+                assert got[("nope", 0)] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, got
+                assert got[("real", 0)] not in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), got
+    run(main())
+
+
 def test_describe_configs_reports_kafkas_config_types(tmp_path):
     from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
 

@@ -161,7 +161,7 @@ def test_log_manager_create_load_delete(tmp_path: Path) -> None:
 
 
 def test_log_manager_run_periodic(tmp_path: Path) -> None:
-    mgr = LogManager([tmp_path], LogConfig(), compaction_backoff_ms=0)
+    mgr = LogManager([tmp_path], LogConfig())
     deleting = mgr.get_or_create("del", 0, LogConfig(segment_bytes=300, retention_ms=1000))
     compacting = mgr.get_or_create("cmp", 0, LogConfig(segment_bytes=300, cleanup_policy="compact"))
     flushing = mgr.get_or_create("fl", 0, LogConfig(flush_interval_ms=100), now_ms=T0)
@@ -174,3 +174,41 @@ def test_log_manager_run_periodic(tmp_path: Path) -> None:
     assert len(deleting.segments) == 1
     assert mgr.run_periodic(T0 + 10_000)["records_compacted"] == 0  # nothing new since
     mgr.close()
+
+
+def test_cleaning_waits_for_the_dirty_ratio_or_the_max_lag(tmp_path: Path) -> None:
+    """As Kafka's LogCleanerManager: a compacted log is cleaned once the dirty share of its closed
+    segments reaches min.cleanable.dirty.ratio, or once dirty data waited max.compaction.lag.ms."""
+    mgr = LogManager([tmp_path], LogConfig())
+    lazy = mgr.get_or_create("lazy", 0, LogConfig(segment_bytes=300, cleanup_policy="compact",
+                                                  min_cleanable_dirty_ratio=0.9))
+    for i in range(30):
+        lazy.append(keyed([(b"k%d" % (i % 20), b"v")]), T0)
+    assert lazy.needs_compaction(T0) and mgr.run_periodic(T0)["records_compacted"] == 10  # all of it dirty
+    clean = len(records(lazy))
+    for _ in range(4):  # one more closed segment, dirty, a small share of the log
+        lazy.append(keyed([(b"k0", b"x")]), T0)
+    assert len(lazy.segments) >= 4 and not lazy.needs_compaction(T0)
+    assert mgr.run_periodic(T0)["records_compacted"] == 0 and len(records(lazy)) == clean + 4
+
+    eager = LogConfig(segment_bytes=300, cleanup_policy="compact", min_cleanable_dirty_ratio=0.9,
+                      max_compaction_lag_ms=60_000)
+    mgr.update_topic_config("lazy", eager)
+    assert not lazy.needs_compaction(T0 + 30_000)
+    assert lazy.needs_compaction(T0 + 61_000)  # the dirty segment waited past the max lag
+    assert mgr.run_periodic(T0 + 61_000)["records_compacted"] > 0
+    assert not lazy.needs_compaction(T0 + 61_000)
+    mgr.close()
+
+
+def test_a_log_that_cannot_be_cleaned_further_is_not_rescanned(tmp_path: Path) -> None:
+    """Segments younger than min.compaction.lag.ms are not cleanable: the cleaner's pass stops
+    there and the log is not due again until they age (no full rescan every housekeeping tick)."""
+    log = PartitionLog(tmp_path / "c-0", LogConfig(segment_bytes=300, cleanup_policy="compact",
+                                                   min_compaction_lag_ms=60_000), now_ms=T0)
+    for i in range(12):
+        log.append(keyed([(b"k", str(i).encode())], ts=T0 + i * 10_000), T0 + i * 10_000)
+    now = T0 + 100_000  # the first segment aged past the lag, the second did not
+    assert log.needs_compaction(now) and log.compact(now) > 0
+    assert not log.needs_compaction(now)
+    assert log.needs_compaction(now + 200_000)  # once every closed segment has aged

@@ -22,6 +22,26 @@ GROUP_KEY = 0
 TRANSACTION_KEY = 1
 
 
+async def commit_known_topics(broker: Broker, req, response_cls, commit):  # noqa: ANN001, ANN201
+    """As Kafka's KafkaApis for OffsetCommit and TxnOffsetCommit: partitions of topics that do not
+    exist are answered UNKNOWN_TOPIC_OR_PARTITION here; ``commit(req)`` gets the rest (if any).
+    ``response_cls`` is the response (OffsetCommitResponse or TxnOffsetCommitResponse); its
+    topic and partition structs are found by Kafka's naming."""
+    topics = broker.metadata.topics
+    unknown = [t for t in req.topics if t.name not in topics]
+    if not unknown:
+        return await commit(req)
+    req.topics = [t for t in req.topics if t.name in topics]
+    resp = await commit(req) if req.topics else response_cls(throttle_time_ms=0, topics=[])
+    name = response_cls.__name__
+    topic_cls = getattr(response_cls, f"{name}Topic")
+    partition_cls = getattr(response_cls, f"{name}Partition")
+    resp.topics = [topic_cls(name=t.name, partitions=[
+        partition_cls(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        for p in t.partitions]) for t in unknown] + list(resp.topics)
+    return resp
+
+
 def register(broker: Broker) -> None:
     async def locate(key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
         if key_type == GROUP_KEY:
@@ -58,22 +78,8 @@ def register(broker: Broker) -> None:
     offset_commit_to_coordinator = group_handler(8)
 
     async def offset_commit(ctx: RequestContext, req) -> OffsetCommitResponse:
-        """As Kafka's KafkaApis: partitions of topics that do not exist are answered
-        UNKNOWN_TOPIC_OR_PARTITION here; the rest goes to the coordinator."""
-        topics = broker.metadata.topics
-        unknown = [t for t in req.topics if t.name not in topics]
-        if not unknown:
-            return await offset_commit_to_coordinator(ctx, req)
-        req.topics = [t for t in req.topics if t.name in topics]
-        if req.topics:
-            resp = await offset_commit_to_coordinator(ctx, req)
-        else:
-            resp = OffsetCommitResponse(throttle_time_ms=0, topics=[])
-        resp.topics = [OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
-            OffsetCommitResponse.OffsetCommitResponsePartition(
-                partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            for p in t.partitions]) for t in unknown] + list(resp.topics)
-        return resp
+        return await commit_known_topics(broker, req, OffsetCommitResponse,
+                                         lambda known: offset_commit_to_coordinator(ctx, known))
 
     broker.apis.register(10, find_coordinator)
     # TxnOffsetCommit is registered with the transaction APIs (it is verified against the transaction first).

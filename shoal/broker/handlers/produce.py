@@ -21,6 +21,7 @@ from shoal.protocol.legacy_records import parse_message_set
 from shoal.protocol.record_batch import (
     CorruptRecordError,
     InvalidRecordError,
+    RecordError,
     RecordTooLargeError,
     UnsupportedMessageFormatError,
     build_batch,
@@ -42,6 +43,32 @@ TopicResponse = ProduceResponse.TopicProduceResponse
 def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                              log_start_offset=-1, error_message=message)
+
+
+def _record_errors(index: int, topic: str, errors: list[RecordError], lowest_highest) -> PartitionResponse:
+    """Kafka's answer to records refused one by one (LogValidator.processRecordErrors, KIP-467):
+    the batch is refused, each record named by its index; INVALID_TIMESTAMP if any timestamp is
+    out of bounds, else INVALID_RECORD."""
+    where = f"{topic}-{index}"
+    listed = []
+    for e in errors:
+        if e.missing_key:
+            text = f"Compacted topic cannot accept message without key in topic partition {where}"
+        else:
+            lowest, highest = lowest_highest
+            text = (f"Timestamp {e.timestamp} of message with offset {e.index} is out of range. "
+                    f"The timestamp should be within [{lowest}, {highest}]")
+        listed.append(ProduceResponse.BatchIndexAndErrorMessage(batch_index=e.index, batch_index_error_message=text))
+    if any(not e.missing_key for e in errors):
+        code, message = ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp"
+    else:
+        shown = ", ".join(f"RecordError(batchIndex={r.batch_index}, message='{r.batch_index_error_message}')"
+                          for r in listed[:3])
+        code = ErrorCode.INVALID_RECORD
+        message = (f"One or more records have been rejected due to {len(listed)} record errors in total, "
+                   f"and only showing the first three errors at most: [{shown}]")
+    return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                             log_start_offset=-1, record_errors=listed, error_message=message)
 
 
 def upconvert(message_set, max_message_bytes: int) -> bytearray:
@@ -81,8 +108,12 @@ def register(broker: Broker) -> None:
                               "Produce requests with ZStandard compression are only supported on version 7+")
             # Every record is read before anything is stored: a batch whose CRC holds but whose
             # records do not parse would otherwise poison the partition for every reader.
-            validate_records(records, headers, key_required="compact" in plog.config.cleanup_policy,
-                             max_decompressed=min(64 * plog.config.max_message_bytes, 0x7FFFFFFF))
+            timestamp_range = plog.config.timestamp_range(now)
+            refused = validate_records(records, headers, key_required=plog.config.compact,
+                                       timestamp_range=timestamp_range,
+                                       max_decompressed=min(64 * plog.config.max_message_bytes, 0x7FFFFFFF))
+            if refused:
+                return _record_errors(index, topic, refused, timestamp_range)
             # The request frame is ours and writable: the log assigns offsets in place, no copy.
             buf = records
         except RecordTooLargeError as e:

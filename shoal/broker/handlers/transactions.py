@@ -5,7 +5,8 @@
   one it goes to the transaction coordinator.
 - AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
   ListTransactions go to this node's transaction coordinator runtime.
-- TxnOffsetCommit is first checked against the producer's open transaction
+- TxnOffsetCommit answers partitions of topics that do not exist UNKNOWN_TOPIC_OR_PARTITION
+  (as OffsetCommit); the rest is first checked against the producer's open transaction
   (the offsets partition must have been added by AddOffsetsToTxn, KIP-890),
   then handed to the group coordinator.
 - WriteTxnMarkers appends markers (the coordinator writes its own in process;
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shoal.broker.handlers.groups import commit_known_topics
 from shoal.coordinator.group.responses import TXN_OFFSET_COMMIT
 from shoal.coordinator.group.responses import error_response as group_error_response
 from shoal.coordinator.txn.responses import (
@@ -35,6 +37,7 @@ from shoal.coordinator.txn.responses import (
 )
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.describe_producers_response import DescribeProducersResponse
+from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitResponse
 from shoal.protocol.generated.write_txn_markers_response import WriteTxnMarkersResponse
 
 if TYPE_CHECKING:
@@ -61,6 +64,10 @@ def register(broker: Broker) -> None:
         return handle
 
     async def txn_offset_commit(ctx: RequestContext, req):
+        return await commit_known_topics(broker, req, TxnOffsetCommitResponse,
+                                         lambda known: txn_offset_commit_known(ctx, known))
+
+    async def txn_offset_commit_known(ctx: RequestContext, req):
         partition = broker.coordinators.partition_for(req.group_id)
         code = txn.verify(req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, partition)
         if code != ErrorCode.NONE:
