@@ -52,10 +52,13 @@ def _groups_list(args: argparse.Namespace) -> int:
 
 def _groups_describe(args: argparse.Namespace) -> int:
     from shoal.tools.groups import describe_group, format_description
-    from shoal.tools.wire import ToolClient
+    from shoal.tools.wire import ToolClient, ToolError
 
+    group = args.group or args.group_flag
+    if not group:
+        raise ToolError("a group is needed: shoal groups describe GROUP (or --group GROUP)")
     with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
-        desc = describe_group(client, args.group)
+        desc = describe_group(client, group)
     print(format_description(desc))
     return 0
 
@@ -152,7 +155,9 @@ def add_groups_parser(sub: argparse._SubParsersAction) -> None:
                           "PreparingRebalance, CompletingRebalance, Dead")
     lst.set_defaults(func=lambda a: _run(_groups_list, a, "shoal groups list"))
     desc = gsub.add_parser("describe", help="members, assignments, committed offsets and lag of a group")
-    desc.add_argument("group", help="the group id")
+    desc.add_argument("group", nargs="?", help="the group id")
+    desc.add_argument("--group", dest="group_flag", metavar="GROUP",
+                      help="the group id, as kafka-consumer-groups --describe --group takes it")
     _add_bootstrap(desc)
     desc.set_defaults(func=lambda a: _run(_groups_describe, a, "shoal groups describe"))
     reset = gsub.add_parser("reset-offsets", help="plan (and with --execute commit) new offsets for inactive groups")

@@ -108,6 +108,11 @@ def test_kafka_action_flags(shoal):
     assert "retention.ms=5000" in ok(kafka_style("configs", "--describe", "--entity-type", "topics",
                                                  "--entity-name", "k"))
     assert ok(kafka_style("groups", "--list")) == ok(shoal_cmd(bs)("groups", "list"))
+    c = Consumer({"bootstrap.servers": bs, "group.id": "kg"})
+    c.commit(offsets=[TopicPartition("k", 0, 1)], asynchronous=False)
+    c.close()
+    described = ok(kafka_style("groups", "--describe", "--group", "kg"))
+    assert "kg" in described and described == ok(shoal_cmd(bs)("groups", "describe", "kg"))
     assert ok(kafka_style("topics", "--delete", "--topic", "k")) == ""
     assert ok(kafka_style("topics", "--list", "--exclude-internal")) == ""
 
