@@ -97,22 +97,14 @@ def compact_segments(log: PartitionLog, now_ms: int) -> tuple[int, int]:
     segments = log.segments
     if len(segments) < 2:
         return 0, 0
-    cleaned_up_to = segments[-1].base_offset
+    cleaned_up_to = log.first_uncleanable_offset(now_ms)
     unstable = log.producer_state.first_unstable_offset()
     aborted = _AbortedRanges(log)
     latest = _latest_offsets(log, aborted, unstable)
     txn_has_records: dict[int, bool] = {}  # producer id -> a record of its current transaction survives
     removed_total = 0
     for index, seg in enumerate(segments[:-1]):
-        # Where the uncleanable part starts (Kafka's first uncleanable offset): a segment younger
-        # than min.compaction.lag.ms or holding an open transaction. Segments cleaned before are
-        # cleaned again (later records may supersede theirs) whatever their age.
-        dirty = seg.next_offset > log.cleaned_offset
-        if dirty and cfg.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms:
-            cleaned_up_to = seg.base_offset
-            break
-        if unstable is not None and seg.next_offset > unstable:
-            cleaned_up_to = seg.base_offset
+        if seg.next_offset > cleaned_up_to:
             break
         drop_tombstones = now_ms - seg.largest_timestamp() > cfg.delete_retention_ms
         # The rewrite starts only at the first batch that loses a record, so an

@@ -644,32 +644,41 @@ class PartitionLog:
 
     # -- compaction --------------------------------------------------------
 
-    @property
-    def cleaned_offset(self) -> int:
-        """The cleaner's checkpoint: the segments below it were compacted since they last changed."""
-        return self._cleaned_offset
+    def first_uncleanable_offset(self, now_ms: int) -> int:
+        """Where the part the cleaner may not touch yet starts (Kafka's first uncleanable offset):
+        the first segment holding an open transaction or, above the cleaner's checkpoint, younger
+        than min.compaction.lag.ms; at the latest the active segment. Segments cleaned before are
+        cleaned again whatever their age (later records may supersede theirs)."""
+        cfg = self.config
+        unstable = self.producer_state.first_unstable_offset()
+        for seg in self._segments[:-1]:
+            if unstable is not None and seg.next_offset > unstable:
+                return seg.base_offset
+            if (seg.next_offset > self._cleaned_offset and cfg.min_compaction_lag_ms > 0
+                    and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms):
+                return seg.base_offset
+        return self._segments[-1].base_offset
 
     def needs_compaction(self, now_ms: int) -> bool:
         """Kafka's LogCleanerManager rule: a compacted log is cleaned when the dirty part of its
-        cleanable segments (closed, below an open transaction and min.compaction.lag.ms; dirty:
-        above the cleaner's checkpoint) is at least min.cleanable.dirty.ratio of them, or when a
-        dirty segment has waited longer than max.compaction.lag.ms."""
+        cleanable segments (below ``first_uncleanable_offset``; dirty: above the cleaner's
+        checkpoint) is at least min.cleanable.dirty.ratio of them, or when a dirty segment has
+        waited longer than max.compaction.lag.ms."""
         cfg = self.config
         if not cfg.compact or len(self._segments) < 2:
             return False
-        unstable = self.producer_state.first_unstable_offset()
+        limit = self.first_uncleanable_offset(now_ms)
         clean = dirty = 0
         oldest_dirty = None
         for seg in self._segments[:-1]:
+            if seg.next_offset > limit:
+                break
             if seg.next_offset <= self._cleaned_offset:
                 clean += seg.size
-                continue
-            if (unstable is not None and seg.next_offset > unstable) or (
-                    cfg.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms):
-                break  # not cleanable yet, nor anything after it (Kafka's first uncleanable offset)
-            dirty += seg.size
-            if oldest_dirty is None:
-                oldest_dirty = seg
+            else:
+                dirty += seg.size
+                if oldest_dirty is None:
+                    oldest_dirty = seg
         if oldest_dirty is None:
             return False
         if dirty >= cfg.min_cleanable_dirty_ratio * (clean + dirty):

@@ -45,7 +45,8 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Partition
                              log_start_offset=-1, error_message=message)
 
 
-def _record_errors(index: int, topic: str, errors: list[RecordError], lowest_highest) -> PartitionResponse:
+def _record_errors(index: int, topic: str, errors: list[RecordError],
+                   lowest_highest: tuple[int, int] | None) -> PartitionResponse:
     """Kafka's answer to records refused one by one (LogValidator.processRecordErrors, KIP-467):
     the batch is refused, each record named by its index; INVALID_TIMESTAMP if any timestamp is
     out of bounds, else INVALID_RECORD."""
