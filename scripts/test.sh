@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install everything the tests need (venv, pip packages, kcat, Burrow and a ZooKeeper for it) and
-# run them.
+# Install everything the tests need (venv, pip packages, kcat, Burrow and a ZooKeeper for it, Apache
+# Kafka's jars from Maven Central) and run them.
 # Usage: bash scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +21,10 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test,spark]'
 
-.venv/bin/ruff check shoal pyspark_shoal tests bench examples
+# Apache Kafka, the reference broker, from Maven Central into ~/.cache/shoal/kafka (once per machine).
+# A machine that cannot reach Maven Central fails here, naming what it could not fetch.
+.venv/bin/python scripts/kafka.py fetch --line 4
+.venv/bin/python scripts/kafka.py fetch --line 3.9
+
+.venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,3 @@
+"""Fixtures for the whole suite: Apache Kafka beside shoal (tests/reference/fixtures.py)."""
+
+pytest_plugins = ["tests.reference.fixtures"]
