@@ -39,7 +39,7 @@ def free_port() -> int:
 _API_VERSIONS = struct.pack(">ihhih", 11, 18, 0, 1, 1) + b"b"
 
 
-def start_shoal(data_dir: str) -> tuple[subprocess.Popen, int, float, float]:
+def start_shoal(data_dir: str, overrides: dict[str, str] | None = None) -> tuple[subprocess.Popen, int, float, float]:
     """Start `shoal serve` as a user would (bytecode caching on).
 
     Returns the process, its port, the seconds to its first accepted connection
@@ -50,7 +50,8 @@ def start_shoal(data_dir: str) -> tuple[subprocess.Popen, int, float, float]:
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "shoal.cli", "--log-level", "WARNING", "serve",
-         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data_dir}"],
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data_dir}",
+         *(a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}"))],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     while True:
         try:

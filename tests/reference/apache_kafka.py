@@ -179,6 +179,7 @@ class KafkaCluster:
         self.ports: dict[int, int] = {}
         self._controller_ports: dict[int, int] = {}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.format_seconds = 0.0  # how long Kafka's StorageTool took: part of a first start only
 
     # -- what tests use ------------------------------------------------
 
@@ -269,7 +270,9 @@ class KafkaCluster:
         cluster_id = _cluster_id()
         _LIVE.add(self)
         try:
+            t0 = time.monotonic()
             props = {n: self._format(n, cluster_id) for n in self.ports}
+            self.format_seconds = time.monotonic() - t0
             for n, p in props.items():
                 self._spawn(n, p)
             self._wait_ready(time.monotonic() + timeout)
