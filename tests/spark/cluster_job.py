@@ -1,4 +1,4 @@
-"""The pipeline on a Spark standalone cluster: ``python -m tests.spark.cluster_job BOOTSTRAP MASTER_URL CHECKPOINT``.
+"""The pipeline on a Spark standalone cluster: ``python tests/spark/cluster_job.py BOOTSTRAP MASTER_URL CHECKPOINT``.
 
 Copies ``cluster-in`` to ``cluster-out`` exactly once through the shoal source and sink, with the
 executors on the cluster's workers; prints the rows read and how many executors the job had.

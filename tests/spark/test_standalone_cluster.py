@@ -65,8 +65,10 @@ def test_pipeline_on_a_standalone_cluster(bootstrap, tmp_path):
                                       "--work-dir", str(tmp_path / f"work{i}"), f"spark://127.0.0.1:{port}"],
                                      log, tmp_path))
             wait_for(log, "Successfully registered with master")
-        job = subprocess.run([sys.executable, "-m", "tests.spark.cluster_job", bootstrap, f"spark://127.0.0.1:{port}",
-                              str(tmp_path / "ckpt")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        # From a folder outside the checkout, as a user's job: format("shoal") must be found all the same.
+        job = subprocess.run([sys.executable, str(ROOT / "tests" / "spark" / "cluster_job.py"), bootstrap,
+                              f"spark://127.0.0.1:{port}", str(tmp_path / "ckpt")], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
         assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
         assert "rows 3000 executors 2" in job.stdout, job.stdout[-2000:]
     finally:
