@@ -26,5 +26,14 @@ fi
 .venv/bin/python scripts/kafka.py fetch --line 4
 .venv/bin/python scripts/kafka.py fetch --line 3.9
 
+# Spark's own Kafka connector (format("kafka"), from Maven in the tests) runs on the PySpark that matches
+# it: spark-sql-kafka-0-10 is on Maven Central up to 4.2.0, newer than the venv's PySpark may be.
+if [ ! -x .venv-spark-kafka/bin/python ]; then
+    python3 -m venv .venv-spark-kafka
+fi
+.venv-spark-kafka/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv-spark-kafka/bin/python -m pip install -q "pyspark==4.2.0" "pyarrow>=18" "numpy>=1.26" "pandas>=2.2,<3" \
+    "confluent-kafka>=2.5"
+
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

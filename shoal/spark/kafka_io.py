@@ -100,10 +100,11 @@ class KafkaIO:
         return self._run(go())
 
     def matching(self, pattern: str) -> dict[str, int]:
-        """Topics whose whole name matches the regular expression (internal topics left out)."""
+        """Topics the regular expression matches anywhere in their name, as Spark's connector
+        (``findFirstIn``); internal topics left out."""
         regex = re.compile(pattern)
         topics = self._run(self._admin.list_topics())
-        return {t: len(ps) for t, ps in topics.items() if regex.fullmatch(t) and not t.startswith("__")}
+        return {t: len(ps) for t, ps in topics.items() if regex.search(t) and not t.startswith("__")}
 
     # ---------------------------------------------------------------- offsets
     def list_offsets(self, specs: dict[TopicPartition, int], read_committed: bool) -> dict[TopicPartition, int]:

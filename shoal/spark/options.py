@@ -9,6 +9,7 @@ refused with its reasons.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ SPARK_KAFKA_FORBIDDEN_PRODUCER = {
                         "string.",
 }
 _STRATEGIES = ("subscribe", "subscribepattern", "assign")
+_SPARK_NAMES = {"maxoffsetspertrigger": "maxOffsetsPerTrigger", "minoffsetspertrigger": "minOffsetsPerTrigger",
+                "maxtriggerdelay": "maxTriggerDelay"}
+_log = logging.getLogger(__name__)
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 EARLIEST, LATEST = -2, -1
@@ -230,8 +234,8 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
     min_rows = _int(opts, "minoffsetspertrigger", None, minimum=1)
     if not streaming:
         for name in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
-            if name in opts:
-                raise OptionError(f"Option '{name}' is only for streaming queries")
+            if name in opts:  # as Spark's connector: a warning, and the batch reads everything
+                _log.warning("%s option ignored in batch queries", _SPARK_NAMES.get(name, name))
     return SourceOptions(
         bootstrap=params["bootstrap.servers"], params=params, strategy=strategy, topics=topics, pattern=pattern,
         assign=assign, starting=starting, ending=ending, timestamp_strategy=strategy_ts,

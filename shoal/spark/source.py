@@ -89,7 +89,17 @@ class _Planner:
             if missing:
                 raise OptionError(f"Assigned partitions do not exist: {sorted(missing)}")
             return sorted((t, p) for t, ps in o.assign.items() for p in ps)
-        counts = self.io.partitions(o.topics) if o.strategy == "subscribe" else self.io.matching(o.pattern)
+        if o.strategy == "subscribe":
+            counts = self.io.partitions(o.topics)
+            missing = [t for t in o.topics if t not in counts]
+            if missing:  # as Spark's connector, whose Admin describeTopics fails the query
+                from shoal.client.errors import error_for
+                from shoal.protocol.errors import ErrorCode
+
+                raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"UnknownTopicOrPartitionException: subscribed topics do not exist: {missing}")
+        else:
+            counts = self.io.matching(o.pattern)
         return sorted((t, p) for t, n in counts.items() for p in range(n))
 
     def list_offsets(self, tps: list[tuple[str, int]], spec: int) -> Offsets:
@@ -174,6 +184,8 @@ def read_range(opts: SourceOptions, part: KafkaRange) -> Iterator[Any]:
     from shoal.spark.arrow_records import decode_fetch
     from shoal.spark.kafka_io import DataLossError, KafkaIO
 
+    if not isinstance(part, KafkaRange):
+        return  # Spark's one placeholder partition when a plan has no ranges (no topic matched)
     io = KafkaIO.shared(opts.client)
     tp = TopicPartition(part.topic, part.partition)
     offset = part.start

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import fcntl
 import os
 import re
 import shutil
@@ -34,10 +33,11 @@ import sys
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["LINES", "KafkaCluster", "KafkaError", "cache_root", "fetch", "main"]
+from tests.reference import maven
+
+__all__ = ["LINES", "KafkaCluster", "KafkaError", "fetch", "main"]
 
 # Newest first: the first version of a line that Maven resolves is the one used.
 LINES: dict[str, tuple[str, ...]] = {
@@ -52,62 +52,13 @@ class KafkaError(RuntimeError):
     """Kafka could not be fetched or started; the message is one line naming the cause."""
 
 
-def cache_root() -> Path:
-    """Where Kafka's jars are kept between runs."""
-    env = os.environ.get("SHOAL_KAFKA_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "shoal" / "kafka"
-
-
-def _pom(version: str) -> str:
-    deps = [("org.apache.kafka", "kafka_2.13", version), ("org.apache.kafka", "kafka-tools", version)]
+def _coordinates(version: str) -> list[maven.Coordinate]:
+    coords = [("org.apache.kafka", "kafka_2.13", version), ("org.apache.kafka", "kafka-tools", version)]
     if not version.startswith("3."):
         # Kafka 4 logs through log4j2 and ships its slf4j binding in the distribution, not in the pom;
         # Kafka 3.x depends on slf4j-reload4j itself.
-        deps.append(("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5"))
-    body = "".join(f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-                   f"<version>{v}</version></dependency>" for g, a, v in deps)
-    return ('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
-            f'<groupId>shoal.reference</groupId><artifactId>kafka-{version}</artifactId>'
-            f'<version>1</version><dependencies>{body}</dependencies></project>\n')
-
-
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # one download per machine, however many test processes ask
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _mvn_failure(output: str) -> str:
-    for line in output.splitlines():
-        if "[ERROR]" in line and line.strip() != "[ERROR]":
-            return line.replace("[ERROR]", "").strip()[:300]
-    return output.strip().splitlines()[-1][:300] if output.strip() else "no output"
-
-
-def _fetch_version(version: str) -> tuple[Path | None, str]:
-    home = cache_root() / version
-    lib = home / "lib"
-    if (home / ".complete").exists():
-        return lib, ""
-    if shutil.which("mvn") is None:
-        raise KafkaError("cannot fetch Apache Kafka: Maven (mvn) is not installed")
-    shutil.rmtree(lib, ignore_errors=True)
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "pom.xml").write_text(_pom(version))
-    try:
-        run = subprocess.run(["mvn", "-B", "-q", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-                              f"-DoutputDirectory={lib}"], capture_output=True, text=True, timeout=900)
-    except subprocess.TimeoutExpired:
-        return None, "Maven did not finish in 15 minutes"
-    if run.returncode != 0:
-        return None, _mvn_failure(run.stdout + run.stderr)
-    (home / ".complete").write_text(version + "\n")
-    return lib, ""
+        coords.append(("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5"))
+    return coords
 
 
 def fetch(line: str = "4") -> tuple[str, Path]:
@@ -119,12 +70,11 @@ def fetch(line: str = "4") -> tuple[str, Path]:
     if line not in LINES:
         raise KafkaError(f"unknown Kafka line {line!r} (known: {', '.join(LINES)})")
     reasons = []
-    with _locked(cache_root() / ".lock"):
-        for version in LINES[line]:
-            lib, why = _fetch_version(version)
-            if lib is not None:
-                return version, lib
-            reasons.append(f"{version}: {why}")
+    for version in LINES[line]:
+        try:
+            return version, maven.resolve(version, _coordinates(version))
+        except maven.MavenError as e:
+            reasons.append(f"{version}: {e}")
     raise KafkaError(f"Maven could not fetch Apache Kafka {line}.x from Maven Central ({'; '.join(reasons)})")
 
 
@@ -370,10 +320,14 @@ def _first_cause(text: str) -> str:
 
 
 def _cluster_id() -> str:
-    # Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe base64 without padding.
+    # Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe base64 without padding, and (as
+    # Kafka) never starting with "-", which a command line would take for an option.
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,155 @@
+"""One Spark job, either connector: ``python connector_job.py SPEC.json OUT.json``.
+
+The same job runs as ``format("kafka")`` (Spark's own connector, spark-sql-kafka-0-10, on the
+PySpark that matches it) and as ``format("shoal")``, against shoal or Apache Kafka. It prints
+nothing of its own: every result goes to OUT.json as rows (lists of plain values), so the test can
+compare the four combinations. The spec names the format, the bootstrap servers, the jars (for
+``kafka``) and the topics that the test prepared (tests/spark/test_connectors.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+
+def rows(df: Any) -> list[list[Any]]:
+    """Rows as sortable plain values: bytes as text, timestamps as epoch milliseconds."""
+    out = []
+    for r in df.collect():
+        row = []
+        for v in r:
+            if isinstance(v, bytes | bytearray):
+                v = bytes(v).decode("latin-1")
+            elif hasattr(v, "timestamp"):
+                v = round(v.timestamp() * 1000)
+            elif isinstance(v, list):  # headers: [(key, value)]
+                v = [[h[0], None if h[1] is None else bytes(h[1]).decode("latin-1")] for h in v]
+            row.append(v)
+        out.append(row)
+    return sorted(out, key=json.dumps)
+
+
+COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+
+
+def batch_jobs(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
+    t = spec["topics"]
+
+    def read(**opts: str) -> Any:
+        r = spark.read.format(fmt).option("kafka.bootstrap.servers", spec["bootstrap"])
+        for k, v in opts.items():
+            r = r.option(k, v)
+        return r.load()
+
+    res: dict[str, Any] = {}
+    res["all"] = rows(read(subscribe=t["data"], includeHeaders="true").select(*COLUMNS, "headers"))
+    res["offset_range"] = rows(read(
+        subscribe=t["data"],
+        startingOffsets=json.dumps({t["data"]: {"0": 2, "1": -2}}),
+        endingOffsets=json.dumps({t["data"]: {"0": 8, "1": -1}})).select(*COLUMNS))
+    res["assign"] = rows(read(assign=json.dumps({t["data"]: [1]})).select("value", "partition", "offset"))
+    res["pattern"] = rows(read(subscribePattern=t["data"][:-1] + ".*").select("value", "topic"))
+    ts = spec["middle_timestamp"]
+    res["by_timestamp"] = rows(read(subscribe=t["data"], startingTimestamp=str(ts)).select("value", "offset"))
+    res["by_partition_timestamp"] = rows(read(
+        subscribe=t["data"],
+        startingOffsetsByTimestamp=json.dumps({t["data"]: {"0": ts, "1": ts}}),
+        endingOffsetsByTimestamp=json.dumps({t["data"]: {"0": ts + 3, "1": ts + 3}})).select("value", "offset"))
+    res["read_committed"] = rows(read(**{"subscribe": t["txn"], "kafka.isolation.level": "read_committed"})
+                                 .select("value"))
+    res["read_uncommitted"] = rows(read(subscribe=t["txn"]).select("value"))
+    # Spark matches a pattern anywhere in a topic's name (Regex.findFirstIn), not the whole name.
+    res["pattern_partial"] = attempt(lambda: rows(read(subscribePattern=t["data"][1:-1]).select("value", "topic")))
+    # A batch read takes no rate limits: Spark warns and reads everything.
+    res["batch_ignores_rate_limits"] = attempt(lambda: rows(read(subscribe=t["data"], maxOffsetsPerTrigger="3",
+                                                                 minOffsetsPerTrigger="2").select("value")))
+    res["unknown_topic"] = attempt(lambda: rows(read(subscribe=f"{t['data']}-missing").select("value")))
+    return res
+
+
+def attempt(job: Any) -> Any:
+    """The job's rows, or the name of the exception class (connectors' messages differ) it failed with."""
+    try:
+        return job()
+    except Exception as e:  # noqa: BLE001 - the failure itself is the result
+        # Kafka's exception name, in the JVM's trace or in shoal's message, is what both connectors share.
+        found = re.search(r"UnknownTopicOrPartition|OffsetOutOfRange|TopicAuthorization|Timeout", str(e))
+        return ["failed", found.group(0) if found else "other"]
+
+
+def stream_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A rate-limited stream to the end of its topic (AvailableNow), then more input and a restart
+    from the checkpoint: the rows of each micro-batch, per run."""
+    from confluent_kafka import Producer
+
+    def run() -> list[list[list[Any]]]:
+        batches: list[list[list[Any]]] = []
+        q = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", spec["bootstrap"])
+             .option("subscribe", spec["topics"]["stream"]).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "7").load().select("value", "partition", "offset")
+             .writeStream.foreachBatch(lambda df, _: batches.append(rows(df)))
+             .option("checkpointLocation", spec["checkpoint"]).trigger(availableNow=True).start())
+        q.awaitTermination()
+        return [b for b in batches if b]
+
+    first = run()
+    p = Producer({"bootstrap.servers": spec["bootstrap"]})
+    for i in range(20, 25):
+        p.produce(spec["topics"]["stream"], value=f"v{i}".encode(), partition=i % 2)
+    p.flush(30)
+    return {"stream_batches": first, "stream_restarted": run()}
+
+
+def cross_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """What each connector wrote, read by this one."""
+    res = {}
+    for writer in ("kafka", "shoal"):
+        df = (spark.read.format(fmt).option("kafka.bootstrap.servers", spec["bootstrap"])
+              .option("subscribe", f"{spec['topics']['out_prefix']}{writer}").option("includeHeaders", "true")
+              .load().select("key", "value", "partition", "headers"))  # timestamps: the writer's clock
+        res[f"read_{writer}_output"] = rows(df)
+    return res
+
+
+def write_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Keys, values, headers, partitions and timestamps, written by the connector."""
+    from pyspark.sql import functions as F
+
+    data = [(f"k{i}", f"w{i}", i % 2, spec["write_timestamp"] + i) for i in range(10)]
+    df = (spark.createDataFrame(data, "key string, value string, partition int, ts long")
+          .select("key", "value", "partition", (F.col("ts") / 1000).cast("timestamp").alias("timestamp"),
+                  F.array(F.struct(F.lit("h").alias("key"), F.col("key").cast("binary").alias("value")))
+                  .alias("headers")))
+    (df.write.format(fmt).option("kafka.bootstrap.servers", spec["bootstrap"])
+     .option("topic", spec["topics"]["out"]).mode("append").save())
+    return {}
+
+
+JOBS = {"batch": batch_jobs, "stream": stream_job, "write": write_job, "cross": cross_job}
+
+
+def main() -> None:
+    spec = json.loads(open(sys.argv[1]).read())
+    from pyspark.sql import SparkSession
+
+    b = (SparkSession.builder.master("local[2,3]").appName(f"connector-{spec['format']}")
+         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))
+    if spec.get("jars"):
+        b = b.config("spark.jars", ",".join(spec["jars"]))
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    out: dict[str, Any] = {}
+    try:
+        for job in spec["jobs"]:
+            out.update(JOBS[job](spark, spec["format"], spec))
+    finally:
+        spark.stop()
+    with open(sys.argv[2], "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main()
