@@ -83,13 +83,25 @@ class NodeCoordinators:
         while self._loads:
             await asyncio.gather(*self._loads, return_exceptions=True)
 
+    def configured_partitions(self) -> int:
+        """The partition count the internal topic is created with (its *.num.partitions setting)."""
+        raise NotImplementedError
+
+    def partition_for(self, key: str) -> int:
+        """The partition of the internal topic that holds `key`'s state (a group id, a transactional id).
+
+        From the topic as it exists: as Kafka, the setting counts only when the topic is created, so a
+        restart with another setting still finds every key where its records are.
+        """
+        info = self.broker.metadata.topics.get(self.topic)
+        return partition_for(key, info.num_partitions if info is not None else self.configured_partitions())
+
     async def locate(self, key: str) -> tuple[ErrorCode, BrokerNode | None]:
         """The node coordinating `key` (FindCoordinator), creating the topic on first use."""
         if self.topic not in self.broker.metadata.topics:
             self.ensure_topic()
             await self.on_leadership_changed()
-        n = self.broker.metadata.topics[self.topic].num_partitions
-        leader = self.broker.metadata.leader(self.topic, partition_for(key, n))
+        leader = self.broker.metadata.leader(self.topic, self.partition_for(key))
         node = self.broker.nodes.get(leader)
         if node is None or not node.running:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
@@ -116,13 +128,14 @@ class GroupCoordinators(NodeCoordinators):
         self.config = GroupConfig.from_properties(broker.config.props)
 
     def new_runtime(self, node_id: int) -> GroupCoordinatorRuntime:
-        return GroupCoordinatorRuntime(node_id, self.broker.logs, self.config, log_config=self.log_config())
+        return GroupCoordinatorRuntime(node_id, self.broker.logs, self.config, log_config=self.log_config(),
+                                       partition_for=self.partition_for)
 
     def ensure_topic(self) -> None:
         self.broker.ensure_offsets_topic()
 
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+    def configured_partitions(self) -> int:
+        return self.config.offsets_topic_num_partitions
 
     async def on_topics_deleted(self, topics: list[str]) -> None:
         for rt in self.runtimes.values():
@@ -146,13 +159,13 @@ class TxnCoordinators(NodeCoordinators):
         return TransactionCoordinatorRuntime(
             node_id, broker.logs, self.config, next_producer_id=broker.producer_ids.next_id,
             offsets_partition=broker.coordinators.partition_for, write_marker=self.write_marker,
-            partition_exists=partition_exists, log_config=self.log_config())
+            partition_exists=partition_exists, log_config=self.log_config(), partition_for=self.partition_for)
 
     def ensure_topic(self) -> None:
         self.broker.ensure_transaction_topic()
 
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
+    def configured_partitions(self) -> int:
+        return self.config.transaction_state_log_num_partitions
 
     async def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                            coordinator_epoch: int, commit: bool) -> ErrorCode:

@@ -49,17 +49,19 @@ class GroupCoordinatorRuntime(CoordinatorRuntime):
 
     def __init__(self, node_id: int, log_manager: Any, config: GroupConfig | None = None, *,
                  clock_ms: Callable[[], int] = wall_clock_ms, log_config: LogConfig = OFFSETS_LOG_CONFIG,
-                 member_id_suffix: Callable[[], str] | None = None) -> None:
+                 member_id_suffix: Callable[[], str] | None = None,
+                 partition_for: Callable[[str], int] | None = None) -> None:
         super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms)
         self.config = config or GroupConfig()
         self._member_id_suffix = member_id_suffix
-
-    @property
-    def num_partitions(self) -> int:
-        return self.config.offsets_topic_num_partitions
+        self._partition_for = partition_for
 
     def partition_for(self, group_id: str) -> int:
-        return group_partition(group_id, self.num_partitions)
+        """The `__consumer_offsets` partition of a group: the broker's answer (from the topic as it
+        exists) when given, else the configured partition count (a runtime on its own, in tests)."""
+        if self._partition_for is not None:
+            return self._partition_for(group_id)
+        return group_partition(group_id, self.config.offsets_topic_num_partitions)
 
     def new_shard(self, partition: int, plog: Any) -> GroupCoordinatorShard:
         return GroupCoordinatorShard(partition, self.config, member_id_suffix=self._member_id_suffix)

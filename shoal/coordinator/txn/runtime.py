@@ -67,7 +67,8 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime):
     def __init__(self, node_id: int, log_manager: Any, config: TxnConfig | None = None, *,
                  next_producer_id: Callable[[], int], offsets_partition: Callable[[str], int],
                  write_marker: MarkerWriter, partition_exists: Callable[[str, int], bool] = lambda t, p: True,
-                 log_config: LogConfig = TXN_LOG_CONFIG, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 log_config: LogConfig = TXN_LOG_CONFIG, clock_ms: Callable[[], int] = wall_clock_ms,
+                 partition_for: Callable[[str], int] | None = None) -> None:
         super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms)
         self.config = config or TxnConfig()
         self._next_producer_id = next_producer_id
@@ -75,13 +76,14 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime):
         self._partition_exists = partition_exists
         self._write_marker = write_marker
         self._marker_tasks: set[asyncio.Task] = set()
-
-    @property
-    def num_partitions(self) -> int:
-        return self.config.transaction_state_log_num_partitions
+        self._partition_for = partition_for
 
     def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+        """The `__transaction_state` partition of a transactional id: the broker's answer (from the topic
+        as it exists) when given, else the configured partition count (a runtime on its own, in tests)."""
+        if self._partition_for is not None:
+            return self._partition_for(transactional_id)
+        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
 
     # ================================================================ the generic runtime's hooks
     def new_shard(self, partition: int, plog: Any) -> TransactionCoordinatorShard:
