@@ -75,3 +75,19 @@ def test_a_version_maven_cannot_fetch_is_one_line_naming_it(tmp_path, monkeypatc
     with pytest.raises(KafkaError, match=r"Maven could not fetch Apache Kafka 0.0.x .*0.0.1") as e:
         apache_kafka.fetch("0.0")
     assert "\n" not in str(e.value)
+
+
+def test_a_three_node_kafka_replicates_and_stops_whole(kafka_factory):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = kafka_factory(nodes=3)
+    assert len(cluster.bootstrap_servers.split(",")) == 3
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for f in admin.create_topics([NewTopic("rf3", 3, 3)]).values():
+        f.result(30)
+    meta = admin.list_topics("rf3", timeout=10)
+    assert sorted(meta.brokers) == [1, 2, 3]
+    assert all(sorted(p.replicas) == [1, 2, 3] for p in meta.topics["rf3"].partitions.values())
+    procs = list(cluster._procs.values())
+    cluster.stop()
+    assert all(p.poll() is not None for p in procs)
