@@ -232,6 +232,9 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
                           f"{isolation!r}")
     max_rows = _int(opts, "maxoffsetspertrigger", None, minimum=1)
     min_rows = _int(opts, "minoffsetspertrigger", None, minimum=1)
+    if min_rows is not None and max_rows is not None and min_rows > max_rows:
+        raise OptionError(f"The value of minOffsetPerTrigger({min_rows}) is higher than the "
+                          f"maxOffsetsPerTrigger({max_rows}).")
     if not streaming:
         for name in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
             if name in opts:  # as Spark's connector: a warning, and the batch reads everything

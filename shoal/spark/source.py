@@ -34,6 +34,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -249,7 +250,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: Offsets = {}
         self._target: Offsets | None = None  # Trigger.AvailableNow: read up to here
         self._committed: Offsets | None = None
-        self._waiting_since: float | None = None
+        self._last_trigger_ms: float | None = None  # when the last batch was let through (minOffsetsPerTrigger)
 
     # -- offsets ------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -257,8 +258,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(self._planner.resolve(tps, "starting"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # PySpark has no composite limit: with both options set the minimum is applied in latestOffset.
         if self.opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -279,20 +283,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = {tp: max(o, begin.get(tp, o)) for tp, o in latest.items()}
         for tp, o in begin.items():
             end.setdefault(tp, o)  # a partition that vanished keeps its offset
-        if isinstance(limit, ReadAllAvailable):
+        if isinstance(limit, ReadAllAvailable):  # Trigger.Once, or no limit set
             return to_json(end)
         backlog = sum(end[tp] - begin[tp] for tp in end)
-        if (self._target is None and self.opts.min_offsets_per_trigger
-                and backlog < self.opts.min_offsets_per_trigger):
-            now = time.monotonic()
-            if self._waiting_since is None:
-                self._waiting_since = now
-            if (now - self._waiting_since) * 1000 < self.opts.max_trigger_delay_ms:
-                return start  # not enough yet: no batch until there is, or maxTriggerDelay passed
-        self._waiting_since = None
+        if self._target is None and self.opts.min_offsets_per_trigger and self._delay_batch(backlog):
+            return start  # not enough yet: no batch until there is, or maxTriggerDelay passed
         if isinstance(limit, ReadMaxRows) and backlog > limit.max_rows:
             end = _rate_limit(begin, end, limit.max_rows)
         return to_json(end)
+
+    def _delay_batch(self, backlog: int) -> bool:
+        """Spark's minOffsetsPerTrigger: hold the next batch while fewer records wait, unless
+        maxTriggerDelay has passed since the last batch (so the first batch fires at once)."""
+        now = time.monotonic() * 1000
+        if self._last_trigger_ms is not None and now - self._last_trigger_ms < self.opts.max_trigger_delay_ms:
+            if backlog < (self.opts.min_offsets_per_trigger or 0):
+                return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self) -> dict | None:
         return to_json(self._latest) if self._latest else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from typing import Any
 
 
@@ -103,6 +104,49 @@ def stream_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"stream_batches": first, "stream_restarted": run()}
 
 
+def min_trigger_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """minOffsetsPerTrigger alone: the first batch fires at once, later ones wait for enough records.
+
+    Processing-time triggers every 200 ms and a maxTriggerDelay of an hour: 3 records, then 5 (held back,
+    fewer than 10), then 6 more (11 waiting: one batch). The sizes of the batches are the result."""
+    from confluent_kafka import Producer
+
+    topic = spec["topics"]["min"]
+    p = Producer({"bootstrap.servers": spec["bootstrap"]})
+
+    def send(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            p.produce(topic, value=f"m{i}".encode(), partition=0)
+        p.flush(30)
+
+    sizes: list[int] = []
+    send(0, 3)
+    q = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", spec["bootstrap"])
+         .option("subscribe", topic).option("startingOffsets", "earliest")
+         .option("minOffsetsPerTrigger", "10").option("maxTriggerDelay", "1h").load()
+         .writeStream.foreachBatch(lambda df, _: sizes.append(df.count()))
+         .option("checkpointLocation", spec["checkpoint"] + "-min").trigger(processingTime="200 milliseconds")
+         .start())
+    try:
+        wait_for(lambda: len(sizes) >= 1)
+        send(3, 8)
+        time.sleep(3)  # fifteen triggers: none may fire a batch for 5 records
+        held = list(sizes)
+        send(8, 14)
+        wait_for(lambda: len(sizes) >= 2)
+    finally:
+        q.stop()
+    return {"min_trigger_held": held, "min_trigger_batches": sizes}
+
+
+def wait_for(cond: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the stream made no batch in time")
+        time.sleep(0.1)
+
+
 def cross_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
     """What each connector wrote, read by this one."""
     res = {}
@@ -128,7 +172,8 @@ def write_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-JOBS = {"batch": batch_jobs, "stream": stream_job, "write": write_job, "cross": cross_job}
+JOBS = {"batch": batch_jobs, "stream": stream_job, "write": write_job, "cross": cross_job,
+        "min_trigger": min_trigger_job}
 
 
 def main() -> None:

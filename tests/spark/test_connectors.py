@@ -54,6 +54,7 @@ def prepare(bootstrap: str) -> None:
     for fmt in ("kafka", "shoal"):
         create_topic(bootstrap, f"conn-stream-{fmt}", 2)
         create_topic(bootstrap, f"conn-out-{fmt}", 2)
+        create_topic(bootstrap, f"conn-min-{fmt}", 1)
     create_topic(bootstrap, "conn-txn", 1)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(20):
@@ -120,13 +121,13 @@ def results(broker, kafka_broker, connector_jars, tmp_path_factory) -> dict[tupl
         prepare(bootstrap)
         tmp = tmp_path_factory.mktemp(f"connectors-{kind}")
         # Spark's connector writes first, so that both outputs exist when each connector reads them.
-        for fmt, jobs in (("kafka", ["write"]), ("shoal", ["write", "batch", "stream", "cross"]),
-                          ("kafka", ["batch", "stream", "cross"])):
+        for fmt, jobs in (("kafka", ["write"]), ("shoal", ["write", "batch", "stream", "cross", "min_trigger"]),
+                          ("kafka", ["batch", "stream", "cross", "min_trigger"])):
             spec = {"format": fmt, "bootstrap": bootstrap, "jars": connector_jars if fmt == "kafka" else [],
                     "jobs": jobs, "middle_timestamp": BASE_TS + 10 * STEP_MS,
                     "write_timestamp": WRITE_TS, "checkpoint": str(tmp / f"ckpt-{fmt}"),
                     "topics": {"data": "conn-data", "txn": "conn-txn", "out": f"conn-out-{fmt}",
-                               "out_prefix": "conn-out-", "stream": f"conn-stream-{fmt}"}}
+                               "out_prefix": "conn-out-", "stream": f"conn-stream-{fmt}", "min": f"conn-min-{fmt}"}}
             out.setdefault((kind, fmt), {}).update(run_job(pythons[fmt], spec, tmp))
         for fmt in ("kafka", "shoal"):
             out[(kind, fmt)]["written"] = read_back(bootstrap, f"conn-out-{fmt}")
@@ -136,7 +137,7 @@ def results(broker, kafka_broker, connector_jars, tmp_path_factory) -> dict[tupl
 SCENARIOS = ["all", "offset_range", "assign", "pattern", "by_timestamp", "by_partition_timestamp",
              "read_committed", "read_uncommitted", "stream_batches", "stream_restarted", "written",
              "read_kafka_output", "read_shoal_output", "pattern_partial", "batch_ignores_rate_limits",
-             "unknown_topic"]
+             "unknown_topic", "min_trigger_held", "min_trigger_batches"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
