@@ -84,8 +84,24 @@ def duration_ms(text: str, name: str) -> int:
     return int(m.group(1)) * _UNIT_MS[(m.group(2) or "ms").lower()]
 
 
-def kafka_params(opts: Mapping[str, str], forbidden: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.*`` options, prefix removed, for shoal's client."""
+_CLIENT_PARAMS = ("request.timeout.ms", "retry.backoff.ms", "client.id", "socket.connection.setup.timeout.ms",
+                  "reconnect.backoff.ms", "reconnect.backoff.max.ms", "default.api.timeout.ms")
+# The kafka.* parameters format("shoal") acts on, reading and writing.
+SOURCE_PARAMS = frozenset({"bootstrap.servers", *_CLIENT_PARAMS, "isolation.level", "max.partition.fetch.bytes",
+                           "fetch.max.bytes"})
+SINK_PARAMS = frozenset({"bootstrap.servers", *_CLIENT_PARAMS, "linger.ms", "batch.size", "buffer.memory",
+                         "max.block.ms", "delivery.timeout.ms", "max.in.flight.requests.per.connection", "acks",
+                         "compression.type", "transaction.timeout.ms", "partitioner.class"})
+
+
+def kafka_params(opts: Mapping[str, str], forbidden: Mapping[str, str],
+                 honoured: frozenset[str] = SOURCE_PARAMS) -> dict[str, str]:
+    """The ``kafka.*`` options, prefix removed, for shoal's client.
+
+    None is dropped silently: what Spark's connector refuses is refused with its message; what would
+    change how the client connects and shoal's client cannot do (TLS, SASL) fails the query naming it;
+    the rest, which tune the Java client's internals, are named in a warning.
+    """
     out = {}
     for key, value in opts.items():
         if key.startswith("kafka."):
@@ -95,14 +111,25 @@ def kafka_params(opts: Mapping[str, str], forbidden: Mapping[str, str]) -> dict[
             out[name] = value
     if not out.get("bootstrap.servers"):
         raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer")
+    protocol = out.get("security.protocol", "PLAINTEXT")
+    if protocol.upper() != "PLAINTEXT":
+        raise OptionError(f"Kafka option 'security.protocol' = {protocol} is not supported by format(\"shoal\") "
+                          "yet: its client connects in PLAINTEXT only")
+    secure = sorted(k for k in out if k.startswith(("ssl.", "sasl.")))
+    if secure:
+        raise OptionError(f"Kafka options {', '.join(secure)} are not supported by format(\"shoal\") yet: its "
+                          "client has no TLS or SASL")
+    ignored = sorted(k for k in out if k not in honoured and k != "security.protocol")
+    if ignored:
+        _log.warning("Kafka options ignored by format(\"shoal\"), which does not run Kafka's Java client "
+                     "they tune: %s", ", ".join(ignored))
     return out
 
 
 def client_config(params: Mapping[str, str]) -> dict[str, Any]:
-    """Client settings shoal's client understands, from Kafka parameters (others are ignored)."""
+    """Client settings shoal's client understands, from Kafka parameters."""
     cfg: dict[str, Any] = {"bootstrap.servers": params["bootstrap.servers"], "client.id": "shoal-spark"}
-    for name in ("request.timeout.ms", "retry.backoff.ms", "client.id", "socket.connection.setup.timeout.ms",
-                 "reconnect.backoff.ms", "reconnect.backoff.max.ms", "default.api.timeout.ms"):
+    for name in _CLIENT_PARAMS:
         if name in params:
             cfg[name] = int(params[name]) if params[name].isdigit() else params[name]
     return cfg
@@ -148,6 +175,9 @@ class SourceOptions:
     poll_timeout_ms: int
     max_bytes: int
     commit_group: str | None
+    max_records_per_partition: int | None = None
+    fetch_offset_attempts: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
 
     @property
     def client(self) -> dict[str, Any]:
@@ -251,6 +281,9 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
         poll_timeout_ms=_int(opts, "kafkaconsumer.polltimeoutms", 120_000, minimum=1) or 120_000,
         max_bytes=int(params.get("max.partition.fetch.bytes", params.get("fetch.max.bytes", 4 * 1024 * 1024))),
         commit_group=opts.get("commitoffsetstogroup") or None,
+        max_records_per_partition=_int(opts, "maxrecordsperpartition", None, minimum=1),
+        fetch_offset_attempts=_int(opts, "fetchoffset.numretries", 3, minimum=1) or 3,
+        fetch_offset_retry_interval_ms=_int(opts, "fetchoffset.retryintervalms", 1000, minimum=0) or 0,
     )
 
 
@@ -263,15 +296,24 @@ class SinkOptions:
     transactional_id_prefix: str
     transaction_timeout_ms: int
     compression: str
+    partitioner: str  # default | round_robin | uniform_sticky: for rows without a partition
 
     @property
     def client(self) -> dict[str, Any]:
         return client_config(self.params)
 
 
+# Kafka's own partitioners that the sink follows; a custom Java class cannot run here.
+_PARTITIONERS = {
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "default",
+    "org.apache.kafka.clients.producer.RoundRobinPartitioner": "round_robin",
+    "org.apache.kafka.clients.producer.UniformStickyPartitioner": "uniform_sticky",
+}
+
+
 def sink_options(options: Mapping[str, str]) -> SinkOptions:
     opts = {k.lower(): str(v) for k, v in options.items()}
-    params = kafka_params(opts, SPARK_KAFKA_FORBIDDEN_PRODUCER)
+    params = kafka_params(opts, SPARK_KAFKA_FORBIDDEN_PRODUCER, SINK_PARAMS)
     guarantee = opts.get("deliveryguarantee", "exactly_once").strip().lower()
     if guarantee not in ("exactly_once", "at_least_once"):
         raise OptionError(f"Option 'deliveryGuarantee' must be 'exactly_once' or 'at_least_once', got {guarantee!r}")
@@ -287,4 +329,14 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
         transactional_id_prefix=opts.get("transactionalidprefix", "shoal-spark"),
         transaction_timeout_ms=_int({"t": params.get("transaction.timeout.ms", "60000")}, "t", 60000,
                                     minimum=1) or 60000,
-        compression=compression)
+        compression=compression, partitioner=_partitioner(params.get("partitioner.class")))
+
+
+def _partitioner(name: str | None) -> str:
+    if name is None:
+        return "default"
+    kind = _PARTITIONERS.get(name.strip())
+    if kind is None:
+        raise OptionError(f"Kafka option 'partitioner.class' = {name} cannot be honoured by format(\"shoal\"): "
+                          f"it follows Kafka's own partitioners only ({', '.join(_PARTITIONERS)})")
+    return kind

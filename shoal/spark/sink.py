@@ -3,7 +3,8 @@
 Input columns are Spark's Kafka sink's: ``value`` (binary or string,
 required), ``key`` (binary or string), ``topic`` (string; the ``topic`` option
 wins), ``partition`` (int; null or absent: Kafka's default partitioner —
-murmur2 of the key, or one partition per task for null keys) and ``headers``
+murmur2 of the key, or one partition per task for null keys — or the one
+``kafka.partitioner.class`` names) and ``headers``
 (``array<struct<key string, value binary>>``, written whenever present). Rows
 are grouped per topic-partition with numpy and encoded column-wise into whole
 record batches, which go to shoal's producer as encoded bytes.
@@ -96,6 +97,7 @@ class _Writer:
         self.sent: list[Any] = []
         self.topics: set[str] = set()
         self._sticky: dict[str, int] = {}
+        self._next: dict[str, int] = {}  # round robin's last partition per topic
         self._partitions: dict[str, int] = {}
 
     def _num_partitions(self, topic: str) -> int:
@@ -144,10 +146,13 @@ class _Writer:
             unset = np.arange(n)
         if len(unset):  # Kafka's default partitioner: murmur2 of the key, else one partition per task
             key_list = keys.take(unset).to_pylist() if keys is not None else [None] * len(unset)
+            how = self.opts.partitioner
             for i, key in zip(unset.tolist(), key_list, strict=True):
                 topic = topic_names[topic_idx[i]]
                 count = self._num_partitions(topic)
-                if key is not None:
+                if how == "round_robin":  # RoundRobinPartitioner: every record to the next partition
+                    parts[i] = self._next[topic] = (self._next.get(topic, random.randrange(count)) + 1) % count
+                elif key is not None and how == "default":
                     parts[i] = partition_for_key(key if isinstance(key, bytes) else key.encode(), count)
                 else:
                     sticky = self._sticky.get(topic)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -82,7 +82,25 @@ class _Planner:
         state["_io"] = None  # connections stay in the process that opened them
         return state
 
+    def _with_retries(self, call: Callable[[], Any]) -> Any:
+        """Spark's ``fetchOffset.numRetries`` attempts, ``fetchOffset.retryIntervalMs`` apart, for the
+        look-ups of partitions and offsets (a user's mistake in the options is not tried again)."""
+        attempts = self.opts.fetch_offset_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return call()
+            except OptionError:
+                raise
+            except Exception:
+                if attempt >= attempts:
+                    raise
+                time.sleep(self.opts.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
+
     def topic_partitions(self) -> list[tuple[str, int]]:
+        return self._with_retries(self._topic_partitions)
+
+    def _topic_partitions(self) -> list[tuple[str, int]]:
         o = self.opts
         if o.strategy == "assign":
             counts = self.io.partitions(list(o.assign))
@@ -106,7 +124,8 @@ class _Planner:
     def list_offsets(self, tps: list[tuple[str, int]], spec: int) -> Offsets:
         from shoal.client.structs import TopicPartition
 
-        res = self.io.list_offsets({TopicPartition(t, p): spec for t, p in tps}, self.opts.read_committed)
+        res = self._with_retries(lambda: self.io.list_offsets({TopicPartition(t, p): spec for t, p in tps},
+                                                              self.opts.read_committed))
         return {(tp.topic, tp.partition): off for tp, off in res.items()}
 
     def resolve(self, tps: list[tuple[str, int]], which: str) -> Offsets:
@@ -145,7 +164,8 @@ class _Planner:
         return out
 
     def ranges(self, start: Offsets, end: Offsets) -> list[KafkaRange]:
-        """Spark partitions for [start, end): one per topic-partition, split by ``minPartitions``."""
+        """Spark partitions for [start, end): one per topic-partition, split by ``minPartitions`` and
+        ``maxRecordsPerPartition``."""
         new = [tp for tp in end if tp not in start]
         begin = dict(start)
         if new:
@@ -166,10 +186,13 @@ class _Planner:
         want = self.opts.min_partitions
         total = sum(u - s for _, s, u in ranges)
         out = []
+        most = self.opts.max_records_per_partition
         for (t, p), s, u in ranges:
             parts = 1
             if want and want > len(ranges) and total:
                 parts = max(round((u - s) / total * want), 1)
+            if most:
+                parts = max(parts, math.ceil((u - s) / most))
             step = math.ceil((u - s) / parts)
             for a in range(s, u, step):
                 out.append(KafkaRange(t, p, a, min(a + step, u)))

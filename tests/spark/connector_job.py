@@ -169,6 +169,11 @@ def write_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
                   .alias("headers")))
     (df.write.format(fmt).option("kafka.bootstrap.servers", spec["bootstrap"])
      .option("topic", spec["topics"]["out"]).mode("append").save())
+    # Kafka's RoundRobinPartitioner for rows without a partition, one key for all: spread, not hashed.
+    (spark.createDataFrame([("k", f"r{i}") for i in range(10)], "key string, value string").coalesce(1)
+     .write.format(fmt).option("kafka.bootstrap.servers", spec["bootstrap"]).option("topic", spec["topics"]["rr"])
+     .option("kafka.partitioner.class", "org.apache.kafka.clients.producer.RoundRobinPartitioner")
+     .mode("append").save())
     return {}
 
 

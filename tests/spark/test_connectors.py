@@ -55,6 +55,7 @@ def prepare(bootstrap: str) -> None:
         create_topic(bootstrap, f"conn-stream-{fmt}", 2)
         create_topic(bootstrap, f"conn-out-{fmt}", 2)
         create_topic(bootstrap, f"conn-min-{fmt}", 1)
+        create_topic(bootstrap, f"conn-rr-{fmt}", 2)
     create_topic(bootstrap, "conn-txn", 1)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(20):
@@ -127,17 +128,20 @@ def results(broker, kafka_broker, connector_jars, tmp_path_factory) -> dict[tupl
                     "jobs": jobs, "middle_timestamp": BASE_TS + 10 * STEP_MS,
                     "write_timestamp": WRITE_TS, "checkpoint": str(tmp / f"ckpt-{fmt}"),
                     "topics": {"data": "conn-data", "txn": "conn-txn", "out": f"conn-out-{fmt}",
-                               "out_prefix": "conn-out-", "stream": f"conn-stream-{fmt}", "min": f"conn-min-{fmt}"}}
+                               "out_prefix": "conn-out-", "stream": f"conn-stream-{fmt}", "min": f"conn-min-{fmt}",
+                               "rr": f"conn-rr-{fmt}"}}
             out.setdefault((kind, fmt), {}).update(run_job(pythons[fmt], spec, tmp))
         for fmt in ("kafka", "shoal"):
             out[(kind, fmt)]["written"] = read_back(bootstrap, f"conn-out-{fmt}")
+            rr = read_back(bootstrap, f"conn-rr-{fmt}")
+            out[(kind, fmt)]["round_robin_per_partition"] = [sum(r[2] == p for r in rr) for p in range(2)]
     return out
 
 
 SCENARIOS = ["all", "offset_range", "assign", "pattern", "by_timestamp", "by_partition_timestamp",
              "read_committed", "read_uncommitted", "stream_batches", "stream_restarted", "written",
              "read_kafka_output", "read_shoal_output", "pattern_partial", "batch_ignores_rate_limits",
-             "unknown_topic", "min_trigger_held", "min_trigger_batches"]
+             "unknown_topic", "min_trigger_held", "min_trigger_batches", "round_robin_per_partition"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -1,0 +1,86 @@
+"""format("shoal")'s options where they follow Spark's Kafka connector: no option dropped silently."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from shoal.spark.options import OptionError, sink_options, source_options
+from shoal.spark.source import _Planner
+
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"kafka.security.protocol": "SASL_SSL"}, "'security.protocol' = SASL_SSL is not supported"),
+    ({"kafka.ssl.truststore.location": "/x"}, "ssl.truststore.location are not supported"),
+    ({"kafka.sasl.mechanism": "PLAIN"}, "sasl.mechanism are not supported"),
+    ({"maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "6"},
+     r"minOffsetPerTrigger\(6\) is higher than the maxOffsetsPerTrigger\(5\)"),
+])
+def test_what_cannot_be_honoured_is_refused_naming_it(extra, message):
+    with pytest.raises(OptionError, match=message):
+        source_options({**BASE, **extra}, streaming=True)
+
+
+def test_plaintext_is_accepted_and_java_client_tuning_is_named_in_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="shoal.spark.options"):
+        source_options({**BASE, "kafka.security.protocol": "plaintext", "kafka.fetch.min.bytes": "1",
+                        "kafka.group.id": "g", "kafka.isolation.level": "read_committed"}, streaming=False)
+    assert "fetch.min.bytes, group.id" in caplog.text
+    assert "isolation.level" not in caplog.text
+
+
+def test_batch_queries_ignore_trigger_limits_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="shoal.spark.options"):
+        o = source_options({**BASE, "maxOffsetsPerTrigger": "3"}, streaming=False)
+    assert "maxOffsetsPerTrigger option ignored in batch queries" in caplog.text
+    assert o.max_offsets_per_trigger == 3  # kept, but the batch reader never applies it
+
+
+@pytest.mark.parametrize("name, kind", [
+    (None, "default"),
+    ("org.apache.kafka.clients.producer.RoundRobinPartitioner", "round_robin"),
+    ("org.apache.kafka.clients.producer.UniformStickyPartitioner", "uniform_sticky"),
+])
+def test_kafkas_own_partitioners_are_followed(name, kind):
+    extra = {} if name is None else {"kafka.partitioner.class": name}
+    assert sink_options({"kafka.bootstrap.servers": "b:1", "topic": "t", **extra}).partitioner == kind
+
+
+def test_a_custom_partitioner_class_is_refused():
+    with pytest.raises(OptionError, match="'partitioner.class' = com.example.Mine cannot be honoured"):
+        sink_options({"kafka.bootstrap.servers": "b:1", "topic": "t", "kafka.partitioner.class": "com.example.Mine"})
+
+
+def test_max_records_per_partition_splits_ranges():
+    planner = _Planner(source_options({**BASE, "maxRecordsPerPartition": "4"}, streaming=False))
+    got = planner._split([(("t", 0), 0, 10), (("t", 1), 5, 7)])
+    assert [r.value for r in got] == [("t", 0, 0, 4), ("t", 0, 4, 8), ("t", 0, 8, 10), ("t", 1, 5, 7)]
+
+
+class FlakyIO:
+    """Fails the first `failures` look-ups, as a broker that is not there yet."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.calls = failures, 0
+
+    def partitions(self, topics: list[str]) -> dict[str, int]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ConnectionError("not yet")
+        return dict.fromkeys(topics, 2)
+
+
+@pytest.mark.parametrize("retries, failures, ok", [("3", 2, True), ("2", 2, False)])
+def test_fetch_offset_retries_are_honoured(retries, failures, ok):
+    planner = _Planner(source_options({**BASE, "fetchOffset.numRetries": retries,
+                                       "fetchOffset.retryIntervalMs": "1"}, streaming=False))
+    planner._io = FlakyIO(failures)
+    if ok:
+        assert planner.topic_partitions() == [("t", 0), ("t", 1)]
+    else:
+        with pytest.raises(ConnectionError):
+            planner.topic_partitions()
+    assert planner._io.calls == min(failures + 1, int(retries))
