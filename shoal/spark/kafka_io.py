@@ -41,6 +41,9 @@ _RETRY_FETCH = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE
                 ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT}
 
 
+TXN_PRODUCERS_KEPT = 16  # transactional producers a Python worker keeps open
+
+
 class DataLossError(RuntimeError):
     """Offsets a query must read are gone (deleted by retention, topic recreated)."""
 
@@ -182,11 +185,19 @@ class KafkaIO:
         return p
 
     def transactional_producer(self, transactional_id: str, settings: dict[str, Any]) -> Producer:
-        """A pooled producer per transactional id (a Spark task partition keeps its id across batches)."""
-        p = self._txn_producers.get(transactional_id)
+        """A pooled producer per transactional id (a Spark task partition keeps its id across batches).
+
+        The pool keeps the most recently used TXN_PRODUCERS_KEPT and closes the rest: a worker that
+        served many queries or partitions would otherwise hold a producer (and its connections) for
+        each forever. A task's transaction ends before the task does, so none is open when closed.
+        """
+        p = self._txn_producers.pop(transactional_id, None)
         if p is None:
-            p = self._txn_producers[transactional_id] = Producer(
-                {**self.config, **settings, "transactional.id": transactional_id})
+            p = Producer({**self.config, **settings, "transactional.id": transactional_id})
+        self._txn_producers[transactional_id] = p  # now the most recently used
+        while len(self._txn_producers) > TXN_PRODUCERS_KEPT:
+            oldest = next(iter(self._txn_producers))
+            self._txn_producers.pop(oldest).close()
         return p
 
     def close(self) -> None:

@@ -84,3 +84,27 @@ def test_fetch_offset_retries_are_honoured(retries, failures, ok):
         with pytest.raises(ConnectionError):
             planner.topic_partitions()
     assert planner._io.calls == min(failures + 1, int(retries))
+
+
+def test_the_sinks_transactional_producers_are_bounded_per_worker(monkeypatch):
+    from shoal.spark import kafka_io
+
+    closed: list[str] = []
+
+    class FakeProducer:
+        def __init__(self, config: dict) -> None:
+            self.tid = config["transactional.id"]
+
+        def close(self) -> None:
+            closed.append(self.tid)
+
+    monkeypatch.setattr(kafka_io, "Producer", FakeProducer)
+    io = object.__new__(kafka_io.KafkaIO)
+    io.config, io._txn_producers = {}, {}
+    kept = kafka_io.TXN_PRODUCERS_KEPT
+    first = io.transactional_producer("q-0", {})
+    for i in range(1, kept + 5):
+        io.transactional_producer(f"q-{i}", {})
+        assert io.transactional_producer("q-0", {}) is first  # in use every batch: never closed
+    assert len(io._txn_producers) == kept
+    assert closed == [f"q-{i}" for i in range(1, 6)]
