@@ -24,6 +24,7 @@ Offsets, in the checkpoint and in ``startingOffsets``, are Spark-Kafka's JSON:
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +40,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from shoal.spark.options import EARLIEST, LATEST, OptionError, SourceOptions, source_options
+
+_log = logging.getLogger(__name__)
 
 Offsets = dict[tuple[str, int], int]
 
@@ -170,17 +173,31 @@ class _Planner:
         begin = dict(start)
         if new:
             begin.update(self.list_offsets(new, EARLIEST))
+        gone = sorted(tp for tp in start if tp not in end)
+        if gone:
+            self._data_loss(f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone")
         ranges = []
         for tp, until in sorted(end.items()):
             s = begin[tp]
             if until < s:
-                if self.opts.fail_on_data_loss:
-                    raise OptionError(f"{tp[0]}-{tp[1]}: the end offset {until} is below the start offset {s} "
-                                      "(the topic was deleted or recreated?); set failOnDataLoss=false to go on")
+                self._data_loss(f"Partition {tp[0]}-{tp[1]}'s offset was changed from {s} to {until}, some data "
+                                "may have been missed")
                 continue
             if until > s:
                 ranges.append((tp, s, until))
         return self._split(ranges)
+
+    def _data_loss(self, what: str) -> None:
+        """Spark's reportDataLoss: fail the query (failOnDataLoss=true), or warn and go on."""
+        from shoal.spark.kafka_io import DataLossError
+
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(f"{what}. Some data may have been lost because they are not available in Kafka "
+                                "any more; either the data was aged out by Kafka or the topic may have been "
+                                "deleted before all the data in the topic was processed. If you don't want your "
+                                "streaming query to fail on such cases, set the source option \"failOnDataLoss\" "
+                                "to \"false\".")
+        _log.warning("%s. Some data may have been lost (failOnDataLoss=false: going on).", what)
 
     def _split(self, ranges: list[tuple[tuple[str, int], int, int]]) -> list[KafkaRange]:
         want = self.opts.min_partitions
@@ -294,8 +311,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
-        self._commit_group(begin)  # `start` is the end of the last finished batch
         tps = self._planner.topic_partitions()
+        # `start` is the end of the last finished batch: published for the partitions that still exist
+        self._commit_group({tp: o for tp, o in begin.items() if tp in set(tps)})
         latest = self._planner.list_offsets(tps, LATEST)
         self._latest = dict(latest)
         if self._target is not None:
@@ -303,9 +321,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in latest if tp not in begin]
         if new:
             begin = {**begin, **self._planner.list_offsets(new, EARLIEST)}
-        end = {tp: max(o, begin.get(tp, o)) for tp, o in latest.items()}
-        for tp, o in begin.items():
-            end.setdefault(tp, o)  # a partition that vanished keeps its offset
+        # As Spark's connector, the end is what the partitions hold now, even below `start` (a topic
+        # deleted and recreated): planning the batch then reports the loss (failOnDataLoss), and a
+        # partition that vanished is left out of the end.
+        end = dict(latest)
         if isinstance(limit, ReadAllAvailable):  # Trigger.Once, or no limit set
             return to_json(end)
         backlog = sum(end[tp] - begin[tp] for tp in end)

@@ -139,6 +139,65 @@ def min_trigger_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any
     return {"min_trigger_held": held, "min_trigger_batches": sizes}
 
 
+def recreate_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A topic deleted and recreated (fewer records) while its query is stopped, then the query restarted
+    from its checkpoint, with failOnDataLoss true and false: what each run reads, or how it fails."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": spec["bootstrap"]})
+    out: dict[str, Any] = {}
+    for fail in ("true", "false"):
+        topic = f"{spec['topics']['recreate']}-{fail}"
+        checkpoint = f"{spec['checkpoint']}-recreate-{fail}"
+
+        def create(n: int, prefix: str, topic: str = topic) -> None:
+            deadline = time.monotonic() + 60
+            while True:  # a deletion finishes in the background: creating again may have to wait
+                try:
+                    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+                    break
+                except Exception:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS while the deletion runs
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            p = Producer({"bootstrap.servers": spec["bootstrap"]})
+            for i in range(n):
+                p.produce(topic, value=f"{prefix}{i}".encode(), partition=0)
+            p.flush(30)
+
+        def run(topic: str = topic, checkpoint: str = checkpoint, fail: str = fail) -> Any:
+            batches: list[list[list[Any]]] = []
+            r = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", spec["bootstrap"])
+                 .option("subscribe", topic).option("startingOffsets", "earliest").option("failOnDataLoss", fail))
+            if fmt == "shoal":  # its progress published to a group too: the commit must follow the new topic
+                r = r.option("commitOffsetsToGroup", f"{topic}-progress")
+            q = (r.load().select("value", "offset")
+                 .writeStream.foreachBatch(lambda df, _: batches.append(rows(df)))
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+            try:
+                q.awaitTermination()
+            except Exception as e:  # noqa: BLE001 - the failure is the result
+                lost = re.search(r"data loss|offset was changed|are gone|gone|deleted|recreated", str(e), re.I)
+                return ["failed", "data loss" if lost else str(e).splitlines()[0][:200]]
+            return [b for b in batches if b]
+
+        create(10, "a")
+        first = run()
+        admin.delete_topics([topic])[topic].result(30)
+        create(4, "b")
+        after = run()
+        if after and after[0] == "failed":
+            out[f"recreate_fail_{fail}"] = [first, after]
+            continue
+        p = Producer({"bootstrap.servers": spec["bootstrap"]})
+        for i in range(3):
+            p.produce(topic, value=f"c{i}".encode(), partition=0)
+        p.flush(30)
+        out[f"recreate_fail_{fail}"] = [first, after, run()]
+    return out
+
+
 def wait_for(cond: Any, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -178,7 +237,7 @@ def write_job(spark: Any, fmt: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 JOBS = {"batch": batch_jobs, "stream": stream_job, "write": write_job, "cross": cross_job,
-        "min_trigger": min_trigger_job}
+        "min_trigger": min_trigger_job, "recreate": recreate_job}
 
 
 def main() -> None:

@@ -122,14 +122,14 @@ def results(broker, kafka_broker, connector_jars, tmp_path_factory) -> dict[tupl
         prepare(bootstrap)
         tmp = tmp_path_factory.mktemp(f"connectors-{kind}")
         # Spark's connector writes first, so that both outputs exist when each connector reads them.
-        for fmt, jobs in (("kafka", ["write"]), ("shoal", ["write", "batch", "stream", "cross", "min_trigger"]),
-                          ("kafka", ["batch", "stream", "cross", "min_trigger"])):
+        later = ["batch", "stream", "cross", "min_trigger", "recreate"]
+        for fmt, jobs in (("kafka", ["write"]), ("shoal", ["write", *later]), ("kafka", later)):
             spec = {"format": fmt, "bootstrap": bootstrap, "jars": connector_jars if fmt == "kafka" else [],
                     "jobs": jobs, "middle_timestamp": BASE_TS + 10 * STEP_MS,
                     "write_timestamp": WRITE_TS, "checkpoint": str(tmp / f"ckpt-{fmt}"),
                     "topics": {"data": "conn-data", "txn": "conn-txn", "out": f"conn-out-{fmt}",
                                "out_prefix": "conn-out-", "stream": f"conn-stream-{fmt}", "min": f"conn-min-{fmt}",
-                               "rr": f"conn-rr-{fmt}"}}
+                               "rr": f"conn-rr-{fmt}", "recreate": f"conn-recreate-{fmt}"}}
             out.setdefault((kind, fmt), {}).update(run_job(pythons[fmt], spec, tmp))
         for fmt in ("kafka", "shoal"):
             out[(kind, fmt)]["written"] = read_back(bootstrap, f"conn-out-{fmt}")
@@ -141,7 +141,8 @@ def results(broker, kafka_broker, connector_jars, tmp_path_factory) -> dict[tupl
 SCENARIOS = ["all", "offset_range", "assign", "pattern", "by_timestamp", "by_partition_timestamp",
              "read_committed", "read_uncommitted", "stream_batches", "stream_restarted", "written",
              "read_kafka_output", "read_shoal_output", "pattern_partial", "batch_ignores_rate_limits",
-             "unknown_topic", "min_trigger_held", "min_trigger_batches", "round_robin_per_partition"]
+             "unknown_topic", "min_trigger_held", "min_trigger_batches", "round_robin_per_partition",
+             "recreate_fail_true", "recreate_fail_false"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
