@@ -108,6 +108,13 @@ PASSIVE_DYNAMIC_BROKER_DEFAULTS: dict[str, str] = {
     "sasl.kerberos.ticket.renew.window.factor": "0.8", "sasl.login.refresh.buffer.seconds": "300",
     "sasl.login.refresh.min.period.seconds": "60", "sasl.login.refresh.window.factor": "0.8",
     "sasl.login.refresh.window.jitter": "0.05",
+    # the broker-level defaults of the topic configs shoal keeps without acting on
+    # (topic_configs.PASSIVE_TOPIC_SYNONYMS): recompression, preallocation, tiered storage, elections
+    "compression.type": "producer", "compression.gzip.level": "-1", "compression.lz4.level": "9",
+    "compression.zstd.level": "3", "log.segment.delete.delay.ms": "60000", "log.local.retention.bytes": "-2",
+    "log.local.retention.ms": "-2", "log.preallocate": "false", "log.remote.copy.lag.bytes": "-1",
+    "log.remote.copy.lag.ms": "0", "log.index.size.max.bytes": "10485760",
+    "unclean.leader.election.enable": "false",
 }
 DEFAULTS.update(PASSIVE_DYNAMIC_BROKER_DEFAULTS)
 
@@ -159,12 +166,16 @@ class BrokerConfig:
 
     def __init__(self, props: dict[str, str] | None = None) -> None:
         self.props: dict[str, str] = dict(DEFAULTS)
+        # The keys given in the file or on the command line: Kafka reports those as
+        # STATIC_BROKER_CONFIG even when the value equals the default.
+        self.explicit: frozenset[str] = frozenset()
         for key, value in (props or {}).items():
             if key == "log.dir":  # Kafka's singular form
                 key = "log.dirs"
             if key == "broker.id":
                 key = "node.id"
             self.props[key] = value
+            self.explicit |= {key}
         # Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs), over the static ones:
         # the cluster-wide default (resource name "") and those set for a node.
         self.dynamic_default: dict[str, str] = {}
@@ -195,6 +206,7 @@ class BrokerConfig:
         """A copy with these dynamic layers (validated as the static properties are)."""
         copy = BrokerConfig.__new__(BrokerConfig)
         copy.props = self.props
+        copy.explicit = self.explicit
         copy.dynamic_default = dict(default)
         copy.dynamic_node = dict(node)
         copy._validate()

@@ -48,8 +48,24 @@ PASSIVE_TOPIC_DEFAULTS: dict[str, str] = {
     "message.downconversion.enable": "true",
     "preallocate": "false", "remote.storage.enable": "false", "segment.index.bytes": "10485760",
     "segment.jitter.ms": "0", "unclean.leader.election.enable": "false",
+    # Kafka 4.x's: tiered-storage upload and deletion controls (shoal has no tiered storage, as
+    # remote.storage.enable above) and the share-group dead-letter flag (no share groups yet)
+    "remote.copy.lag.bytes": "-1", "remote.copy.lag.ms": "0", "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false", "errors.deadletterqueue.group.enable": "false",
 }
 TOPIC_CONFIG_SYNONYMS.update(dict.fromkeys(PASSIVE_TOPIC_DEFAULTS))
+# Those of them (and compression.type) that default from a broker config in Kafka, listed as
+# their synonym by DescribeConfigs; the broker configs are passive too (config.py).
+PASSIVE_TOPIC_SYNONYMS: dict[str, str] = {
+    "compression.type": "compression.type", "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level", "compression.zstd.level": "compression.zstd.level",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms", "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms", "preallocate": "log.preallocate",
+    "remote.copy.lag.bytes": "log.remote.copy.lag.bytes", "remote.copy.lag.ms": "log.remote.copy.lag.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+TOPIC_CONFIG_SYNONYMS.update(PASSIVE_TOPIC_SYNONYMS)
 
 # Lower-precedence broker synonyms, consulted when the main one is unset (as Kafka's synonyms lists).
 TOPIC_CONFIG_FALLBACK_SYNONYMS: dict[str, tuple[str, ...]] = {

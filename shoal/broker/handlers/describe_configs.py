@@ -4,6 +4,7 @@ default values."""
 
 from __future__ import annotations
 
+from itertools import dropwhile
 from typing import TYPE_CHECKING
 
 from shoal.broker.config import DEFAULTS, BrokerConfig
@@ -38,20 +39,33 @@ def broker_layers(config: BrokerConfig, key: str) -> list[tuple[str, int]]:
     if key in config.dynamic_default:
         out.append((config.dynamic_default[key], SOURCE_DYNAMIC_DEFAULT_BROKER))
     static = config.props.get(key)
-    if static is not None and static != DEFAULTS.get(key):
+    if static is not None and (key in config.explicit or static != DEFAULTS.get(key)):
         out.append((static, SOURCE_STATIC_BROKER))
     if DEFAULTS.get(key):  # an empty default means "unset": a lower synonym decides
         out.append((DEFAULTS[key], SOURCE_DEFAULT))
     return out
 
 
+def broker_synonym_layers(config: BrokerConfig, key: str, cluster_default: bool) -> list[tuple[str, int]]:
+    """A broker config's layers as DescribeConfigs lists them: for the cluster-wide default resource
+    (name "") only its dynamic default, as Kafka (ConfigHelper: perBrokerConfig or that source)."""
+    layers = broker_layers(config, key)
+    if cluster_default:
+        return [la for la in layers if la[1] == SOURCE_DYNAMIC_DEFAULT_BROKER]
+    return layers
+
+
 def topic_synonym_layers(config: BrokerConfig, topic_key: str) -> list[tuple[str, str, int]]:
-    """A topic config's broker synonyms, highest precedence first: (name, value, source)."""
+    """A topic config's broker synonyms as Kafka lists them (ConfigHelper.configSynonyms): by
+    source, highest precedence first, then in synonym order; every entry before the first of the
+    main synonym is dropped (retention.ms lists log.retention.hours only under a log.retention.ms)."""
     broker_key = TOPIC_CONFIG_SYNONYMS[topic_key]
     if broker_key is None:
         return []
-    return [(k, v, src) for k in (broker_key, *TOPIC_CONFIG_FALLBACK_SYNONYMS.get(topic_key, ()))
-            for v, src in broker_layers(config, k)]
+    layers = [(k, v, src) for k in (broker_key, *TOPIC_CONFIG_FALLBACK_SYNONYMS.get(topic_key, ()))
+              for v, src in broker_layers(config, k)]
+    layers.sort(key=lambda layer: layer[2])  # stable: synonym order kept within a source
+    return list(dropwhile(lambda layer: layer[0] != broker_key, layers))
 
 
 def register(broker: Broker) -> None:
@@ -84,9 +98,7 @@ def register(broker: Broker) -> None:
             keys = sorted({*config.props, *config.dynamic_default, *config.dynamic_node})
         out = []
         for k in keys:
-            layers = broker_layers(config, k)
-            if resource == "":
-                layers = [la for la in layers if la[1] != SOURCE_DYNAMIC_BROKER]
+            layers = broker_synonym_layers(config, k, cluster_default=resource == "")
             value, source = layers[0] if layers else (None, SOURCE_DEFAULT)  # unset, no default: null
             out.append(Entry(name=k, value=value, read_only=k not in DYNAMIC_BROKER_CONFIGS,
                              is_default=source == SOURCE_DEFAULT, config_source=source, is_sensitive=False,

@@ -506,7 +506,9 @@ class ClassicGroupManager:
             leaving = [(req.member_id, None)]
         group = self.groups.get(req.group_id)
         if group is None:
-            return self._leave_response(v, E.UNKNOWN_MEMBER_ID, [])
+            # As Kafka 4 (GroupCoordinatorService.leaveGroup): no top-level error, every member
+            # UNKNOWN_MEMBER_ID (before v3 that becomes the top-level error).
+            return self._leave_response(v, E.NONE, [(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid in leaving])
         if group.state == S.DEAD:
             return self._leave_response(v, E.COORDINATOR_NOT_AVAILABLE, [])
         results = []

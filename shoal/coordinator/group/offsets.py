@@ -292,7 +292,10 @@ class OffsetMetadataManager:
         else:
             return OffsetDeleteResponse(error_code=E.NON_EMPTY_GROUP, topics=[])
         if eligible:
-            self.cleanup_groups([group], lambda g: [tp for tp in eligible if tp in self.group_offsets(g.group_id)])
+            # Kafka 4 (OffsetMetadataManager.deleteOffsets) writes the tombstones only: an Empty group
+            # left without offsets stays, for DeleteGroups, until the retention pass removes it.
+            self.cleanup_groups([group], lambda g: [tp for tp in eligible if tp in self.group_offsets(g.group_id)],
+                                keep_group=True)
             for tp in eligible:
                 errors[tp] = E.NONE
         return OffsetDeleteResponse(
@@ -303,8 +306,9 @@ class OffsetMetadataManager:
         )
 
     # ---------------------------------------------------------------- retention
-    def cleanup_groups(self, groups: list[ClassicGroup], select) -> int:
-        """Tombstone the offsets `select(group)` names; an Empty group left without offsets dies.
+    def cleanup_groups(self, groups: list[ClassicGroup], select, keep_group: bool = False) -> int:
+        """Tombstone the offsets `select(group)` names; an Empty group left without offsets dies
+        (unless `keep_group`).
 
         Kafka's cleanupGroupMetadata. Returns the number of offsets removed.
         """
@@ -313,7 +317,7 @@ class OffsetMetadataManager:
             for topic, partition in select(group):
                 self.shard.emit(*offset_commit_tombstone(group.group_id, topic, partition))
                 removed += 1
-            if group.state == S.EMPTY and not self.group_offsets(group.group_id):
+            if not keep_group and group.state == S.EMPTY and not self.group_offsets(group.group_id):
                 group.transition_to(S.DEAD, None)
                 self.shard.emit(*group_metadata_tombstone(group.group_id))
         return removed
