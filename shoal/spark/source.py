@@ -131,20 +131,24 @@ class _Planner:
                                                               self.opts.read_committed))
         return {(tp.topic, tp.partition): off for tp, off in res.items()}
 
-    def resolve(self, tps: list[tuple[str, int]], which: str) -> Offsets:
-        """Concrete offsets for ``startingOffsets`` (which="starting") or ``endingOffsets`` ("ending")."""
+    def resolve(self, tps: list[tuple[str, int]], which: str, late: bool = False) -> Offsets:
+        """Offsets for ``startingOffsets`` (which="starting") or ``endingOffsets`` ("ending").
+
+        ``late``: earliest and latest stay -2 and -1, for the executor to look up when it reads (as Spark's
+        connector binds them in batch queries, so a retention pass between planning and reading does
+        not fail the read); otherwise every offset is looked up now.
+        """
         spec = self.opts.starting if which == "starting" else self.opts.ending
-        if spec.kind == "earliest":
-            return self.list_offsets(tps, EARLIEST)
-        if spec.kind == "latest":
-            return self.list_offsets(tps, LATEST)
+        if spec.kind in ("earliest", "latest"):
+            bound = EARLIEST if spec.kind == "earliest" else LATEST
+            return dict.fromkeys(tps, bound) if late else self.list_offsets(tps, bound)
         if spec.kind == "offsets":
             given = {(t, p): o for t, ps in spec.offsets.items() for p, o in ps.items()}
             if set(given) != set(tps):
                 raise OptionError(f"{which}Offsets must name every partition read: it names {sorted(given)}, "
                                   f"the query reads {sorted(tps)}")
             out = dict(given)
-            for spec_value in (EARLIEST, LATEST):
+            for spec_value in () if late else (EARLIEST, LATEST):
                 special = [tp for tp, o in given.items() if o == spec_value]
                 out.update(self.list_offsets(special, spec_value) if special else {})
             return out
@@ -179,12 +183,13 @@ class _Planner:
         ranges = []
         for tp, until in sorted(end.items()):
             s = begin[tp]
-            if until < s:
-                self._data_loss(f"Partition {tp[0]}-{tp[1]}'s offset was changed from {s} to {until}, some data "
-                                "may have been missed")
-                continue
-            if until > s:
-                ranges.append((tp, s, until))
+            if s >= 0 and until >= 0:  # (-2 and -1 are bound when the range is read)
+                if until < s:
+                    self._data_loss(f"Partition {tp[0]}-{tp[1]}'s offset was changed from {s} to {until}, some "
+                                    "data may have been missed")
+                if until <= s:
+                    continue
+            ranges.append((tp, s, until))
         return self._split(ranges)
 
     def _data_loss(self, what: str) -> None:
@@ -205,6 +210,9 @@ class _Planner:
         out = []
         most = self.opts.max_records_per_partition
         for (t, p), s, u in ranges:
+            if s < 0 or u < 0:  # bound at read time: its size is not known here
+                out.append(KafkaRange(t, p, s, u))
+                continue
             parts = 1
             if want and want > len(ranges) and total:
                 parts = max(round((u - s) / total * want), 1)
@@ -229,10 +237,13 @@ def read_range(opts: SourceOptions, part: KafkaRange) -> Iterator[Any]:
         return  # Spark's one placeholder partition when a plan has no ranges (no topic matched)
     io = KafkaIO.shared(opts.client)
     tp = TopicPartition(part.topic, part.partition)
-    offset = part.start
+    offset, until = part.start, part.until
+    for bound in {offset, until} & {EARLIEST, LATEST}:  # bound now, at read time (a batch query)
+        found = io.list_offsets({tp: bound}, opts.read_committed)[tp]
+        offset, until = (found if offset == bound else offset), (found if until == bound else until)
     last_progress = now_ms()
     ahead: tuple[int, Any] | None = None  # (offset, future of its fetch)
-    while offset < part.until:
+    while offset < until:
         if ahead is not None and ahead[0] == offset:
             f = ahead[1].result()
         else:
@@ -250,12 +261,12 @@ def read_range(opts: SourceOptions, part: KafkaRange) -> Iterator[Any]:
         if f.error:
             raise error_for(f.error, f"fetch {tp.topic}-{tp.partition}")
         if len(f.records):
-            d = decode_fetch(f.records, tp.topic, tp.partition, offset, part.until, aborted=f.aborted,
+            d = decode_fetch(f.records, tp.topic, tp.partition, offset, until, aborted=f.aborted,
                              include_headers=opts.include_headers)
             if d.next_offset > offset:
                 offset = d.next_offset
                 last_progress = now_ms()
-                if offset < part.until:
+                if offset < until:
                     ahead = offset, io.fetch_ahead(tp, offset, opts.max_bytes, opts.read_committed)
                 if d.batch is not None:
                     yield d.batch
@@ -264,7 +275,7 @@ def read_range(opts: SourceOptions, part: KafkaRange) -> Iterator[Any]:
                 yield d.batch
         if now_ms() - last_progress > opts.poll_timeout_ms:
             raise KafkaTimeoutError(f"{tp.topic}-{tp.partition}: nothing at offset {offset} for "
-                                    f"{opts.poll_timeout_ms} ms, although the plan reads up to {part.until}")
+                                    f"{opts.poll_timeout_ms} ms, although the plan reads up to {until}")
         time.sleep(0.05)
 
 
@@ -275,8 +286,11 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> list[KafkaRange]:
         tps = self._planner.topic_partitions()
-        start = self._planner.resolve(tps, "starting")
-        end = self._planner.resolve(tps, "ending")
+        # Splitting a range needs its size: with minPartitions or maxRecordsPerPartition the offsets are
+        # looked up here; otherwise earliest and latest are bound by the executor that reads them.
+        late = not (self.opts.min_partitions or self.opts.max_records_per_partition)
+        start = self._planner.resolve(tps, "starting", late)
+        end = self._planner.resolve(tps, "ending", late)
         return self._planner.ranges(start, end)
 
     def read(self, partition: KafkaRange) -> Iterator[Any]:

@@ -108,3 +108,12 @@ def test_the_sinks_transactional_producers_are_bounded_per_worker(monkeypatch):
         assert io.transactional_producer("q-0", {}) is first  # in use every batch: never closed
     assert len(io._txn_producers) == kept
     assert closed == [f"q-{i}" for i in range(1, 6)]
+
+
+def test_batch_earliest_and_latest_are_bound_by_the_executor():
+    """As Spark's connector: a batch plan keeps -2 (earliest) and -1 (latest) for the reading task, so a
+    retention pass between planning and reading cannot fail the read."""
+    planner = _Planner(source_options({**BASE, "startingOffsets": '{"t": {"0": 3, "1": -2}}'}, streaming=False))
+    tps = [("t", 0), ("t", 1)]
+    start, end = planner.resolve(tps, "starting", late=True), planner.resolve(tps, "ending", late=True)
+    assert [r.value for r in planner.ranges(start, end)] == [("t", 0, 3, -1), ("t", 1, -2, -1)]
