@@ -173,10 +173,8 @@ class _Planner:
     def ranges(self, start: Offsets, end: Offsets) -> list[KafkaRange]:
         """Spark partitions for [start, end): one per topic-partition, split by ``minPartitions`` and
         ``maxRecordsPerPartition``."""
-        new = [tp for tp in end if tp not in start]
-        begin = dict(start)
-        if new:
-            begin.update(self.list_offsets(new, EARLIEST))
+        # A partition not in `start` is new to a stream: its end is where it begins (see latestOffset).
+        begin = {**{tp: o for tp, o in end.items() if tp not in start}, **start}
         gone = sorted(tp for tp in start if tp not in end)
         if gone:
             self._data_loss(f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone")
@@ -332,13 +330,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest = dict(latest)
         if self._target is not None:
             latest = {tp: min(o, self._target[tp]) for tp, o in latest.items() if tp in self._target}
-        new = [tp for tp in latest if tp not in begin]
-        if new:
-            begin = {**begin, **self._planner.list_offsets(new, EARLIEST)}
         # As Spark's connector, the end is what the partitions hold now, even below `start` (a topic
         # deleted and recreated): planning the batch then reports the loss (failOnDataLoss), and a
         # partition that vanished is left out of the end.
         end = dict(latest)
+        new = [tp for tp in latest if tp not in begin]
+        if new:
+            # A partition seen for the first time ends this batch at its earliest offset, so that its
+            # start is in the offset log: a replayed batch reads the same rows (looking earliest up
+            # again after a retention pass would not), and the exactly-once sink relies on that.
+            first = self._planner.list_offsets(new, EARLIEST)
+            begin, end = {**begin, **first}, {**end, **first}
         if isinstance(limit, ReadAllAvailable):  # Trigger.Once, or no limit set
             return to_json(end)
         backlog = sum(end[tp] - begin[tp] for tp in end)

@@ -117,3 +117,34 @@ def test_batch_earliest_and_latest_are_bound_by_the_executor():
     tps = [("t", 0), ("t", 1)]
     start, end = planner.resolve(tps, "starting", late=True), planner.resolve(tps, "ending", late=True)
     assert [r.value for r in planner.ranges(start, end)] == [("t", 0, 3, -1), ("t", 1, -2, -1)]
+
+
+class FakeTopicIO:
+    """Topic t with the given partitions' earliest and latest offsets."""
+
+    def __init__(self, earliest: dict[int, int], latest: dict[int, int]) -> None:
+        self.earliest, self.latest = earliest, latest
+
+    def partitions(self, topics: list[str]) -> dict[str, int]:
+        return {"t": len(self.latest)}
+
+    def list_offsets(self, specs: dict, read_committed: bool) -> dict:
+        return {tp: (self.earliest if spec == -2 else self.latest)[tp.partition] for tp, spec in specs.items()}
+
+
+def test_a_partition_new_to_a_stream_starts_in_the_offset_log():
+    """Its first batch ends at its earliest offset, so a replay after a retention pass reads the same."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from shoal.spark.source import KafkaStreamReader
+
+    reader = KafkaStreamReader({**BASE, "startingOffsets": "earliest"})
+    reader._planner._io = io = FakeTopicIO({0: 0, 1: 3}, {0: 8, 1: 9})
+    start = {"t": {"0": 5}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 8, "1": 3}}
+    planned = [r.value for r in reader.partitions(start, end)]
+    io.earliest[1] = 6  # retention ran before the batch was replayed
+    assert [r.value for r in reader.partitions(start, end)] == planned == [("t", 0, 5, 8)]
+    assert [r.value for r in reader.partitions(end, reader.latestOffset(end, ReadAllAvailable()))] == [
+        ("t", 1, 3, 9)]
