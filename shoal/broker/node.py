@@ -145,8 +145,10 @@ class BrokerNode:
                 # KIP-511: a newer client's ApiVersions may not parse; answer v0-style
                 return encode_response(correlation_id, 0, registry.unsupported_api_versions_body())
             raise CloseConnection(f"cannot decode {api.name} v{api_version}: {e}") from None
+        # Kafka's client host is Java's InetAddress.toString(), "/127.0.0.1": DescribeGroups and the
+        # group records carry it so, and the tools print it as it comes.
         ctx = RequestContext(self, api_key, api_version, correlation_id,
-                             header.client_id, conn.peer.rsplit(":", 1)[0], conn)
+                             header.client_id, "/" + conn.peer.rsplit(":", 1)[0], conn)
         started = time.perf_counter()
         response: Any = await api.handler(ctx, request)
         if response is None:  # acks=0 produce: no response at all

@@ -143,6 +143,18 @@ def log_config_defaults(config: BrokerConfig) -> LogConfig:
     return LogConfig.from_topic_configs(broker_topic_defaults(config), base)
 
 
+def _check_min_insync(name: str, value: str) -> None:
+    """Kafka's ConfigDef checks for an INT at least 1, with its messages (a Java int: overflow is "Not a number")."""
+    try:
+        n = int(value.strip())
+        if not -(1 << 31) <= n < 1 << 31:
+            raise ValueError
+    except ValueError:
+        raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}: Not a number of type INT") from None
+    if n < 1:
+        raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}: Value must be at least 1")
+
+
 def topic_log_config(configs: dict[str, str], defaults: LogConfig) -> LogConfig:
     """Validate a topic's configs and build its LogConfig."""
     for name, value in configs.items():
@@ -151,11 +163,7 @@ def topic_log_config(configs: dict[str, str], defaults: LogConfig) -> LogConfig:
         if name == "compression.type" and value not in _COMPRESSION_TYPES:
             raise InvalidTopicConfig(f"Invalid value {value} for configuration compression.type")
         if name == "min.insync.replicas":
-            try:
-                if int(value) < 1:
-                    raise ValueError
-            except ValueError:
-                raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}") from None
+            _check_min_insync(name, value)
         if name == "message.format.version" and not valid_message_format_version(value):
             raise InvalidTopicConfig(f"Invalid value {value} for configuration {name}: "
                                      f"Version {value} is not a valid version")

@@ -248,14 +248,18 @@ def read_range(opts: SourceOptions, part: KafkaRange) -> Iterator[Any]:
             f = io.fetch(tp, offset, opts.max_bytes, opts.read_committed)
         ahead = None
         if f.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if 0 <= offset < f.log_start_offset:
+            # Apache Kafka answers OFFSET_OUT_OF_RANGE with log_start_offset and high_watermark at -1
+            # (only shoal fills them in), so the log's bounds come from ListOffsets, as in Spark's connector.
+            earliest = io.list_offsets({tp: EARLIEST}, opts.read_committed)[tp]
+            if 0 <= offset < earliest:
                 if opts.fail_on_data_loss:
-                    raise DataLossError(f"{tp.topic}-{tp.partition}: offsets {offset}-{f.log_start_offset - 1} "
+                    raise DataLossError(f"{tp.topic}-{tp.partition}: offsets {offset}-{earliest - 1} "
                                         "were deleted before they were read (failOnDataLoss=false skips them)")
-                offset = f.log_start_offset
+                offset = earliest
                 continue
+            latest = io.list_offsets({tp: LATEST}, opts.read_committed)[tp]
             raise DataLossError(f"{tp.topic}-{tp.partition}: offset {offset} is past the log end "
-                                f"{f.high_watermark}: the topic may have been recreated")
+                                f"{latest}: the topic may have been recreated")
         if f.error:
             raise error_for(f.error, f"fetch {tp.topic}-{tp.partition}")
         if len(f.records):

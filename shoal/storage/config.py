@@ -207,15 +207,17 @@ TOPIC_CONFIG_NAMES = frozenset(_TOPIC_CONFIGS)
 def _parse(name: str, raw: str, kind: str) -> object:
     text = str(raw).strip()
     if kind in ("int", "long", "never_long"):
+        # Kafka's ConfigDef message: a value that does not parse, or overflows the type, is
+        # "Not a number of type INT|LONG" (Java's parseInt/parseLong fail the same way for both).
+        bad = InvalidConfigError(f"Invalid value {text} for configuration {name}: Not a number of type "
+                                 f"{'INT' if kind == 'int' else 'LONG'}")
         try:
             value = int(text)
         except ValueError:
-            raise InvalidConfigError(
-                f"invalid value {raw!r} for configuration {name}: not a number"
-            ) from None
+            raise bad from None
         limit = (1 << 31) - 1 if kind == "int" else _LONG_MAX
         if not -(limit + 1) <= value <= limit:
-            raise InvalidConfigError(f"invalid value {raw!r} for configuration {name}: out of range")
+            raise bad
         if kind == "never_long" and value == _LONG_MAX:
             return None
         return value
@@ -223,7 +225,8 @@ def _parse(name: str, raw: str, kind: str) -> object:
         try:
             return float(text)
         except ValueError:
-            raise InvalidConfigError(f"invalid value {raw!r} for configuration {name}: not a number") from None
+            raise InvalidConfigError(f"Invalid value {text} for configuration {name}: Not a number of type DOUBLE"
+                                     ) from None
     if kind == "policy":
         parts = [p.strip().lower() for p in text.split(",") if p.strip()]
         return (

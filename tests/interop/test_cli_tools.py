@@ -78,7 +78,7 @@ def test_topics_tool(shoal):
     assert ok(run("topics", "alter", "--topic", "orders", "--partitions", "3")) == ""
     assert len(admin.list_topics("orders", timeout=10).topics["orders"].partitions) == 3
     one_line_error(run("topics", "alter", "--topic", "orders", "--partitions", "2"),
-                   "Topic currently has 3 partitions, which is higher than or equal to the requested 2.")
+                   "The topic orders currently has 3 partition(s); 2 would not be an increase.")
     one_line_error(run("topics", "create", "--topic", "x", "--partitions", "0"), "The partitions must be greater than 0")
     one_line_error(run("topics", "create", "--topic", "x", "--config", "no.such=1"), "Unknown topic config name: no.such")
     one_line_error(run("topics", "describe", "--topic", "nope"), "Topic 'nope' does not exist as expected")

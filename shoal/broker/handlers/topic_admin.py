@@ -182,10 +182,13 @@ def register(broker: Broker) -> None:
             try:
                 if info is None:
                     raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist.")
-                if t.count <= info.num_partitions:
+                # KRaft Kafka's messages (ReplicationControlManager), which tools print as they are
+                if t.count == info.num_partitions:
+                    raise _Refused(ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.count} partition(s).")
+                if t.count < info.num_partitions:
                     raise _Refused(ErrorCode.INVALID_PARTITIONS,
-                                   f"Topic currently has {info.num_partitions} partitions, which is higher "
-                                   f"than or equal to the requested {t.count}.")
+                                   f"The topic {t.name} currently has {info.num_partitions} partition(s); "
+                                   f"{t.count} would not be an increase.")
                 assignment = None
                 if t.assignments is not None:
                     assignment = [list(a.broker_ids) for a in t.assignments]

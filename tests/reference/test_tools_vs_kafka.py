@@ -1,0 +1,238 @@
+"""shoal's command-line tools (`shoal topics | configs | produce | consume | groups | transactions`) as
+subprocesses against shoal and against Apache Kafka 4.x: each scenario runs on both brokers and the
+outputs must be equal once what differs by nature (node ids, topic ids, member and producer ids,
+times) is normalised. A difference is either a tool that assumes shoal, or shoal answering unlike Kafka.
+
+Topic and group names carry a per-test suffix (the session brokers are shared with other tests); the
+same names are used on both brokers, so names need no normalising."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Producer
+
+from shoal.client import Consumer
+
+pytestmark = pytest.mark.timeout(300)
+
+Step = tuple[int, str, str]  # exit code, normalised stdout, normalised stderr
+Scenario = Callable[[Callable[..., Step]], list[Step]]
+
+# What differs between two brokers by nature, whatever the tool: (pattern, replacement), in order.
+_NORMALISE = [
+    (re.compile(r"TopicId: \S+"), "TopicId: <id>"),
+    (re.compile(r"127\.0\.0\.1:\d+ \(id: \d+\)"), "<node>"),
+    (re.compile(r"(Leader|Replicas|Isr|Coordinator|broker)( ?[:=]? ?)\d[\d,]*"), r"\1\2<node>"),
+    (re.compile(r"[\w.-]*-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<member>"),
+    (re.compile(r"/127\.0\.0\.1"), "<host>"),
+    (re.compile(r"\b1\d{12}\b"), "<time>"),
+]
+
+
+def normalise(text: str) -> str:
+    for pattern, repl in _NORMALISE:
+        text = pattern.sub(repl, text)
+    # column widths follow the widest cell, which normalising changed: compare cells, not spaces
+    return "\n".join(re.sub(r"[ \t]+", " ", line).strip() for line in text.splitlines())
+
+
+def hide(text: str, extra: dict[str, str]) -> str:
+    """Replace the per-broker ids a scenario learnt (a producer id), as whole words."""
+    for old, new in extra.items():
+        text = re.sub(rf"(?<![\w-]){re.escape(old)}(?![\w-])", new, text)
+    return text
+
+
+def runner(bs: str) -> Callable[..., Step]:
+    def run(*args: str, stdin: str | None = None) -> Step:
+        r = subprocess.run([sys.executable, "-m", "shoal.cli", *args, "--bootstrap-server", bs], input=stdin,
+                           capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in r.stderr, r.stderr
+        return r.returncode, normalise(r.stdout), normalise(r.stderr)
+    return run
+
+
+def on_both(shoal_reference, kafka_broker, scenario: Callable[[str, Callable[..., Step], dict[str, str]], None]
+            ) -> dict[str, list[Step]]:
+    """Run ``scenario(bootstrap, run, extra)`` on each broker; ``extra`` collects per-broker ids to hide."""
+    results: dict[str, list[Step]] = {}
+    for kind, bs in (("shoal", shoal_reference.bootstrap_servers), ("kafka", kafka_broker.bootstrap_servers)):
+        extra: dict[str, str] = {}
+        steps: list[Step] = []
+        run = runner(bs)
+
+        def record(*args: str, stdin: str | None = None, _run: Callable[..., Step] = run,
+                   _steps: list[Step] = steps) -> Step:
+            _steps.append(_run(*args, stdin=stdin))
+            return _steps[-1]
+        scenario(bs, record, extra)
+        results[kind] = [(rc, hide(out, extra), hide(err, extra)) for rc, out, err in steps]
+    return results
+
+
+def mask_cell(results: dict[str, list[Step]], header: str, column: int) -> None:
+    """In tables whose header line starts with ``header``, hide one column (a node id, a duration)."""
+    for steps in results.values():
+        for i, (rc, out, err) in enumerate(steps):
+            lines = out.splitlines()
+            if lines and lines[0].startswith(header + " "):
+                rows = [ln.split(" ") for ln in lines[1:]]
+                for row in rows:
+                    row[column] = "<hidden>"
+                steps[i] = (rc, "\n".join([lines[0], *(" ".join(r) for r in rows)]), err)
+
+
+def assert_same(results: dict[str, list[Step]]) -> None:
+    for i, (s, k) in enumerate(zip(results["shoal"], results["kafka"], strict=True)):
+        assert s == k, f"step {i} differs:\nshoal: {s}\nkafka: {k}"
+
+
+def test_topics_tool(shoal_reference, kafka_broker):
+    t = f"tt-{uuid.uuid4().hex[:8]}"
+
+    def scenario(bs: str, run: Callable[..., Step], extra: dict[str, str]) -> None:
+        assert run("topics", "create", "--topic", t, "--partitions", "2", "--config", "retention.ms=100000") \
+            == (0, f"Created topic {t}.", "")
+        run("topics", "create", "--topic", t)
+        run("topics", "create", "--topic", t, "--if-not-exists")
+        run("topics", "create", "--topic", f"{t}-b", "--replication-factor", "1")
+        run("topics", "list", "--topic", f"{t}.*")
+        run("topics", "describe", "--topic", t)
+        run("topics", "alter", "--topic", t, "--partitions", "3")
+        run("topics", "alter", "--topic", t, "--partitions", "2")
+        run("topics", "alter", "--topic", t, "--partitions", "3")
+        run("topics", "describe", "--topic", f"{t}$")
+        run("topics", "describe", "--topic", f"{t}-nope")
+        run("topics", "create", "--topic", f"{t}-x", "--config", "no.such=1")
+        run("topics", "delete", "--topic", f"{t}-b")
+        run("topics", "delete", "--topic", f"{t}-b")
+        run("topics", "delete", "--topic", f"{t}-b", "--if-exists")
+
+    assert_same(on_both(shoal_reference, kafka_broker, scenario))
+
+
+def test_configs_tool(shoal_reference, kafka_broker):
+    t = f"tc-{uuid.uuid4().hex[:8]}"
+
+    def scenario(bs: str, run: Callable[..., Step], extra: dict[str, str]) -> None:
+        run("topics", "create", "--topic", t)
+        assert run("configs", "alter", "--entity-type", "topics", "--entity-name", t, "--add-config",
+                   "retention.ms=5000,cleanup.policy=[compact,delete]")[0] == 0
+        run("configs", "describe", "--topic", t)
+        run("configs", "alter", "--topic", t, "--delete-config", "cleanup.policy")
+        run("configs", "alter", "--topic", t, "--delete-config", "segment.ms")
+        run("configs", "alter", "--topic", t, "--add-config", "retention.ms=soon")
+        run("configs", "alter", "--topic", t, "--add-config", "min.insync.replicas=9999999999")
+        run("configs", "alter", "--topic", t, "--add-config", "min.insync.replicas=0")
+        run("configs", "alter", "--topic", t, "--add-config", "no.such.config=1")
+        run("configs", "describe", "--topic", t)
+
+    assert_same(on_both(shoal_reference, kafka_broker, scenario))
+
+
+def test_console_producer_and_consumer(shoal_reference, kafka_broker):
+    t = f"tp-{uuid.uuid4().hex[:8]}"
+    props = ["--property", "print.key=true", "--property", "print.offset=true", "--property",
+             "print.partition=true", "--property", "print.headers=true"]
+
+    def scenario(bs: str, run: Callable[..., Step], extra: dict[str, str]) -> None:
+        run("topics", "create", "--topic", t)
+        run("produce", "--topic", t, "--property", "parse.key=true", "--property", "key.separator=:",
+            "--property", "null.marker=NULL", stdin="k1:hello\nk2:world\nNULL:nokey\nk4:NULL\n")
+        run("produce", "--topic", t, "--property", "parse.key=true", "--property", "parse.headers=true",
+            stdin="h1:a,h2:b\tk5\twith headers\n")
+        assert run("consume", "--topic", t, "--from-beginning", "--max-messages", "5", *props)[1].count("\n") == 4
+        run("consume", "--topic", t, "--partition", "0", "--offset", "4", "--max-messages", "1",
+            "--formatter", "json")
+        run("consume", "--topic", t, "--partition", "0", "--offset", "earliest", "--max-messages", "1",
+            "--property", "print.timestamp=true", "--property", "print.value=false")
+        run("consume", "--topic", t, "--group", f"{t}-g", "--from-beginning", "--max-messages", "3")
+        run("groups", "describe", f"{t}-g")
+        run("produce", "--topic", t, "--property", "parse.key=true", stdin="ok\tv\nno-separator\n")
+        run("consume", "--topic", t, "--partition", "0", "--offset", "latest", "--timeout-ms", "500")
+
+    assert_same(on_both(shoal_reference, kafka_broker, scenario))
+
+
+def test_groups_tool(shoal_reference, kafka_broker):
+    t = f"tg-{uuid.uuid4().hex[:8]}"
+    g = f"{t}-g"
+
+    def scenario(bs: str, run: Callable[..., Step], extra: dict[str, str]) -> None:
+        run("topics", "create", "--topic", t, "--partitions", "2")
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+        for i in range(20):
+            p.produce(t, value=b"%d" % i, partition=i % 2, timestamp=1_600_000_000_000 + i * 1000)
+        assert p.flush(15) == 0
+        run("consume", "--topic", t, "--group", g, "--from-beginning", "--max-messages", "20")
+        listed = run("groups", "list", "--state", "Empty")
+        assert g in listed[1]
+        run("groups", "describe", g)
+        live = Consumer(bootstrap_servers=bs, group_id=g, client_id="live-c", enable_auto_commit=False)
+        try:  # a live member: its id, client id and host as the tool shows them
+            live.subscribe([t])
+            deadline = time.monotonic() + 30
+            while len(live.assignment()) < 2 and time.monotonic() < deadline:
+                live.poll(100)
+            run("groups", "describe", "--group", g)
+        finally:
+            live.close(autocommit=False)
+        run("groups", "reset-offsets", "--group", g, "--topic", t, "--to-earliest")
+        run("groups", "reset-offsets", "--group", g, "--topic", f"{t}:1", "--shift-by", "-3", "--execute")
+        run("groups", "reset-offsets", "--group", g, "--all-topics", "--to-datetime", "2020-09-13T12:26:45.000",
+            "--execute")
+        run("groups", "describe", g)
+        run("groups", "delete-offsets", "--group", g, "--topic", f"{t}:0")
+        run("groups", "describe", g)
+        run("groups", "delete", "--group", g)
+        run("groups", "describe", g)
+
+    results = on_both(shoal_reference, kafka_broker, scenario)
+    # the group list holds other tests' groups too: keep only this test's line
+    for steps in results.values():
+        steps[2] = (steps[2][0], "\n".join(ln for ln in steps[2][1].splitlines() if g in ln), steps[2][2])
+    assert_same(results)
+
+
+def test_transactions_tool(shoal_reference, kafka_broker):
+    t = f"tx-{uuid.uuid4().hex[:8]}"
+
+    def scenario(bs: str, run: Callable[..., Step], extra: dict[str, str]) -> None:
+        run("topics", "create", "--topic", t)
+        p = Producer({"bootstrap.servers": bs, "transactional.id": t, "transaction.timeout.ms": 60000})
+        p.init_transactions(20)
+        p.begin_transaction()
+        p.produce(t, value=b"a")
+        p.flush(10)
+        listed = run("transactions", "list")
+        row = next(ln for ln in listed[1].splitlines() if ln.startswith(t + " "))
+        extra[row.split()[2]] = "<pid>"  # the producer id
+        run("transactions", "describe", "--transactional-id", t)
+        run("transactions", "describe-producers", "--topic", t, "--partition", "0")
+        run("transactions", "find-hanging", "--topic", t, "--max-transaction-timeout", "0")
+        p.commit_transaction(10)
+        # Kafka answers EndTxn before its markers are written (PrepareCommit for a moment): wait for the end
+        deadline = time.monotonic() + 15
+        while "CompleteCommit" not in runner(bs)("transactions", "describe", "--transactional-id", t)[1]:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        run("transactions", "describe", "--transactional-id", t)
+        run("transactions", "describe-producers", "--topic", t, "--partition", "0")
+        run("transactions", "describe", "--transactional-id", f"{t}-nobody")
+        run("transactions", "find-hanging")
+
+    results = on_both(shoal_reference, kafka_broker, scenario)
+    for steps in results.values():  # keep this test's row of the list (there are other transactions)
+        steps[1] = (steps[1][0], "\n".join(ln for i, ln in enumerate(steps[1][1].splitlines())
+                                           if i == 0 or ln.startswith(t + " ")), steps[1][2])
+    mask_cell(results, "TransactionalId", 1)  # the coordinator's node id
+    mask_cell(results, "CoordinatorId", 0)
+    mask_cell(results, "CoordinatorId", 7)  # TransactionDurationMs: how long ago it began
+    assert_same(results)
