@@ -111,7 +111,9 @@ def main() -> None:
             try:
                 fill(bootstrap, args.records, args.value_bytes)
                 for fmt in ("kafka", "shoal"):
-                    results[(broker, fmt)] = r = run_job(fmt, bootstrap, args, tmp)
+                    work = Path(tmp) / f"{broker}-{fmt}"  # checkpoints of its own: a query must not resume
+                    work.mkdir()
+                    results[(broker, fmt)] = r = run_job(fmt, bootstrap, args, str(work))
                     print(f"{broker:5s} format({fmt!r}): " + ", ".join(f"{k} {v:,.0f} rows/s" for k, v in r.items()),
                           flush=True)
             finally:

@@ -79,17 +79,18 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[floa
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{topic}", "enable.auto.commit": False,
                   "fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    c.consume(1, 1.0)  # connected and fetching before the clock starts
+    c.poll(1.0)  # connected and fetching before the clock starts
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1"})
     n = int(rate * seconds)
     lat: list[float] = []
     done = threading.Event()
 
     def reader() -> None:
+        # poll() hands over each record as soon as it is fetched (consume(n, t) would wait to fill n)
         while len(lat) < n and not done.is_set():
-            for m in c.consume(100, 0.05):
-                if m.error() is None and m.value():
-                    lat.append((time.perf_counter_ns() - int(m.value())) / 1e6)
+            m = c.poll(0.05)
+            if m is not None and m.error() is None and m.value():
+                lat.append((time.perf_counter_ns() - int(m.value())) / 1e6)
 
     t = threading.Thread(target=reader)
     t.start()
