@@ -28,17 +28,36 @@ async def commit_known_topics(broker: Broker, req, response_cls, commit):  # noq
     ``response_cls`` is the response (OffsetCommitResponse or TxnOffsetCommitResponse); its
     topic and partition structs are found by Kafka's naming."""
     topics = broker.metadata.topics
-    unknown = [t for t in req.topics if t.name not in topics]
-    if not unknown:
+
+    def known(topic: str, index: int) -> bool:
+        # Kafka checks the partition too, not only the topic (its metadata cache "contains")
+        info = topics.get(topic)
+        return info is not None and 0 <= index < info.num_partitions
+
+    refused = [(t.name, [p.partition_index for p in t.partitions if not known(t.name, p.partition_index)])
+               for t in req.topics]
+    refused = [(topic, indexes) for topic, indexes in refused if indexes]
+    if not refused:
         return await commit(req)
-    req.topics = [t for t in req.topics if t.name in topics]
+    kept = []
+    for t in req.topics:
+        t.partitions = [p for p in t.partitions if known(t.name, p.partition_index)]
+        if t.partitions:
+            kept.append(t)
+    req.topics = kept
     resp = await commit(req) if req.topics else response_cls(throttle_time_ms=0, topics=[])
     name = response_cls.__name__
     topic_cls = getattr(response_cls, f"{name}Topic")
     partition_cls = getattr(response_cls, f"{name}Partition")
-    resp.topics = [topic_cls(name=t.name, partitions=[
-        partition_cls(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        for p in t.partitions]) for t in unknown] + list(resp.topics)
+    answered = {t.name: t for t in resp.topics}
+    extra = []
+    for topic, indexes in refused:
+        parts = [partition_cls(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes]
+        if topic in answered:  # one entry per topic, as Kafka's response builder
+            answered[topic].partitions = list(answered[topic].partitions) + parts
+        else:
+            extra.append(topic_cls(name=topic, partitions=parts))
+    resp.topics = extra + list(resp.topics)
     return resp
 
 

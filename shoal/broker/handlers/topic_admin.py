@@ -96,8 +96,9 @@ def register(broker: Broker) -> None:
                 info = broker.create_topic(t.name, partitions, rf, configs, assignment)
                 topic_id = info.topic_id
         except _Refused as e:
+            # Kafka answers a refused topic with an empty config list, not null (v5+ has both)
             return TopicResult(name=t.name, error_code=e.code, error_message=str(e),
-                               num_partitions=-1, replication_factor=-1, configs=None)
+                               num_partitions=-1, replication_factor=-1, configs=[])
         defaults = broker_topic_defaults(config)
         described = [CreateTopicsResponse.CreatableTopicConfigs(
             name=k, value=configs.get(k, v), read_only=False,
@@ -123,7 +124,7 @@ def register(broker: Broker) -> None:
         if too_large(records):
             return CreateTopicsResponse(throttle_time_ms=0, topics=[
                 TopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=_TOO_LARGE,
-                            num_partitions=-1, replication_factor=-1, configs=None) for t in req.topics])
+                            num_partitions=-1, replication_factor=-1, configs=[]) for t in req.topics])
         seen: dict[str, int] = {}
         for t in req.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
@@ -131,7 +132,7 @@ def register(broker: Broker) -> None:
         for t in req.topics:
             if seen[t.name] > 1:
                 results.append(TopicResult(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
-                                           error_message="Duplicate topic name.", configs=None))
+                                           error_message="Duplicate topic name.", configs=[]))
                 continue
             results.append(create_one(ctx, t, ctx.api_version >= 1 and req.validate_only))
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -431,6 +431,12 @@ class ClassicGroupManager:
     def sync(self, ctx: RequestContext, req: Any, now_ms: int) -> Any | None:
         v = ctx.api_version
         instance_id = req.group_instance_id if v >= 3 else None
+        if v >= 5 and (req.protocol_type is None or req.protocol_name is None):
+            # From v5 both are mandatory: Kafka refuses a request without them before it
+            # looks at the group at all.
+            return sync_response(v, error=E.INCONSISTENT_GROUP_PROTOCOL)
+        if not req.group_id:  # as Kafka's GroupCoordinatorService: an empty id is no group's
+            return sync_response(v, error=E.INVALID_GROUP_ID)
         group = self.groups.get(req.group_id)
         if group is None:
             return sync_response(v, error=E.UNKNOWN_MEMBER_ID)
@@ -480,6 +486,8 @@ class ClassicGroupManager:
     # ================================================================ Heartbeat
     def heartbeat(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
         instance_id = req.group_instance_id if ctx.api_version >= 3 else None
+        if not req.group_id:  # as Kafka's GroupCoordinatorService: an empty id is no group's
+            return HeartbeatResponse(error_code=E.INVALID_GROUP_ID)
         group = self.groups.get(req.group_id)
         if group is None:
             return HeartbeatResponse(error_code=E.UNKNOWN_MEMBER_ID)
@@ -504,6 +512,8 @@ class ClassicGroupManager:
             leaving = [(m.member_id, m.group_instance_id) for m in req.members]
         else:
             leaving = [(req.member_id, None)]
+        if not req.group_id:  # as Kafka's GroupCoordinatorService: top-level INVALID_GROUP_ID, no members
+            return self._leave_response(v, E.INVALID_GROUP_ID, [])
         group = self.groups.get(req.group_id)
         if group is None:
             # As Kafka 4 (GroupCoordinatorService.leaveGroup): no top-level error, every member
