@@ -8,27 +8,10 @@ import time
 
 import pytest
 
-from shoal.client import Consumer, Producer, TopicPartition
+from shoal.client import Consumer, Producer
 from shoal.client.errors import IllegalStateError, ProducerFencedError
 from tests.interop.txn_helpers import committed, create_topic, read_all
-
-
-def shoal_read(bs: str, topic: str, isolation: str, partitions: int = 1, idle_s: float = 1.5) -> list[bytes]:
-    c = Consumer(bootstrap_servers=bs, group_id=f"reader-{isolation}", enable_auto_commit=False,
-                 isolation_level=isolation, auto_offset_reset="earliest")
-    try:
-        c.assign([TopicPartition(topic, p) for p in range(partitions)])
-        got: list[bytes] = []
-        last = time.monotonic()
-        deadline = last + 20
-        while time.monotonic() - last < idle_s and time.monotonic() < deadline:
-            batch = c.poll(200)
-            for recs in batch.values():
-                got += [r.value for r in recs]
-                last = time.monotonic()
-        return got
-    finally:
-        c.close()
+from tests.interop.txn_helpers import shoal_client_read as shoal_read
 
 
 def test_shoal_producer_commit_and_abort(shoal_cluster):

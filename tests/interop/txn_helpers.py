@@ -58,3 +58,26 @@ def committed(bootstrap: str, group: str, topic: str, partition: int = 0) -> int
         return consumer.committed([TopicPartition(topic, partition)], timeout=10)[0].offset
     finally:
         consumer.close()
+
+
+def shoal_client_read(bootstrap: str, topic: str, isolation: str, partitions: int = 1,
+                      idle_s: float = 1.5) -> list[bytes]:
+    """Every value of a topic from the start, read with shoal's own consumer at an isolation level,
+    until nothing more comes for ``idle_s`` (20 s at most)."""
+    from shoal.client import Consumer as ShoalConsumer
+    from shoal.client import TopicPartition as ShoalTopicPartition
+
+    c = ShoalConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                      isolation_level=isolation, auto_offset_reset="earliest")
+    try:
+        c.assign([ShoalTopicPartition(topic, p) for p in range(partitions)])
+        got: list[bytes] = []
+        last = time.monotonic()
+        deadline = last + 20
+        while time.monotonic() - last < idle_s and time.monotonic() < deadline:
+            for recs in c.poll(200).values():
+                got += [r.value for r in recs]
+                last = time.monotonic()
+        return got
+    finally:
+        c.close()

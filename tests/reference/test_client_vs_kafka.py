@@ -19,6 +19,7 @@ from shoal.client import (
     Producer,
     TopicPartition,
 )
+from tests.interop.txn_helpers import shoal_client_read
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,23 +42,6 @@ def drain(consumer: Consumer, want: int, timeout: float = 30.0) -> list:
         for recs in consumer.poll(200).values():
             got.extend(recs)
     return got
-
-
-def read_topic(bs: str, topic: str, partitions: int, isolation: str, idle: float = 1.5) -> list[bytes]:
-    """Every value of a topic from the start, at an isolation level, until nothing comes for ``idle`` s."""
-    c = Consumer(bootstrap_servers=bs, group_id=None, enable_auto_commit=False, isolation_level=isolation,
-                 auto_offset_reset="earliest")
-    try:
-        c.assign([TopicPartition(topic, p) for p in range(partitions)])
-        got: list[bytes] = []
-        last = time.monotonic()
-        while time.monotonic() - last < idle:
-            for recs in c.poll(200).values():
-                got += [r.value for r in recs]
-                last = time.monotonic()
-        return got
-    finally:
-        c.close()
 
 
 def test_produce_and_consume_keys_headers_partitions(either_broker):
@@ -139,8 +123,8 @@ def test_transactions_commit_abort_and_read_committed(either_broker):
     finally:
         p.close()
     committed = sorted(b"committed-%d" % i for i in range(6))
-    assert sorted(read_topic(bs, topic, 2, "read_committed")) == committed
-    everything = sorted(read_topic(bs, topic, 2, "read_uncommitted"))
+    assert sorted(shoal_client_read(bs, topic, "read_committed", 2)) == committed
+    everything = sorted(shoal_client_read(bs, topic, "read_uncommitted", 2))
     assert everything == sorted(committed + [b"aborted-%d" % i for i in range(6)])
 
 
@@ -187,7 +171,7 @@ def test_consume_transform_produce_with_send_offsets(either_broker):
         producer.close()
         consumer.close(autocommit=False)
     assert {tp.partition: om.offset for tp, om in final.items()} == {0: 30, 1: 30}
-    out = read_topic(bs, dst, 2, "read_committed")
+    out = shoal_client_read(bs, dst, "read_committed", 2)
     assert sorted(out) == sorted(b"out-%d" % i for i in range(60))
 
 
@@ -279,4 +263,4 @@ def test_newer_producer_fences_the_older(either_broker):
     finally:
         old.close()
         new.close()
-    assert read_topic(bs, topic, 1, "read_committed") == [b"new"]
+    assert shoal_client_read(bs, topic, "read_committed", 1) == [b"new"]

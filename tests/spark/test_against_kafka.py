@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from shoal.client import AdminClient as ShoalAdmin
 from tests.interop.txn_helpers import create_topic, read_all
 from tests.spark.conftest import spark_dir
+from tests.spark.helpers import read
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -33,13 +34,6 @@ def fill(bs: str, topic: str, partitions: int, per_partition: int) -> None:
         for i in range(per_partition):
             p.produce(topic, key=b"k%d" % i, value=b"%d-%d" % (part, i), partition=part)
     assert p.flush(30) == 0
-
-
-def read(spark, bs: str, **options):
-    r = spark.read.format("shoal").option("kafka.bootstrap.servers", bs)
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
 
 
 def test_batch_read_offset_ranges(spark, either_broker):

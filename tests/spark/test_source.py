@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from tests.interop.txn_helpers import create_topic
 from tests.spark.conftest import spark_dir
+from tests.spark.helpers import read
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -27,13 +28,6 @@ def fill(bs: str, topic: str, partitions: int, per_partition: int, *, headers: b
             p.produce(topic, key=b"k%d" % i, value=b"%d-%d" % (part, i), partition=part, timestamp=T0 + i * 1000,
                       headers=[("h", b"%d" % i), ("n", None)] if headers else None)
     assert p.flush(30) == 0
-
-
-def read(spark, bs: str, **options):
-    r = spark.read.format("shoal").option("kafka.bootstrap.servers", bs)
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
 
 
 def test_registered_without_register_call_and_spark_kafka_schema(spark, bootstrap):
