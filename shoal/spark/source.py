@@ -328,8 +328,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
         tps = self._planner.topic_partitions()
+        existing = set(tps)
         # `start` is the end of the last finished batch: published for the partitions that still exist
-        self._commit_group({tp: o for tp, o in begin.items() if tp in set(tps)})
+        self._commit_group({tp: o for tp, o in begin.items() if tp in existing})
         latest = self._planner.list_offsets(tps, LATEST)
         self._latest = dict(latest)
         if self._target is not None:
