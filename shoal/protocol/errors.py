@@ -226,3 +226,18 @@ class DecodeError(ValueError):
 
 class UnsupportedVersionError(ValueError):
     """A message version the codec does not know, or a non-ignorable field the version lacks."""
+
+
+class CodedError(Exception):
+    """Base of the broker side's exceptions that stand for one Kafka error: the class (or the
+    instance) carries its ``error_code``, so no caller maps exceptions to codes by hand."""
+
+    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def error_code_of(exc: BaseException, default: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR) -> ErrorCode:
+    """The Kafka error an exception stands for: its ``error_code`` if it is a CodedError, else
+    ``default`` (an unexpected failure)."""
+    if isinstance(exc, CodedError):
+        return ErrorCode(exc.error_code)
+    return default
