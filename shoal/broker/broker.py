@@ -98,7 +98,7 @@ class Broker:
             self.nodes[node_id] = BrokerNode(self, node_id, listener.host, port, advertised.host)
         # (topic, partition) -> futures of fetches waiting for data
         self.fetch_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
-        self.apis = ApiRegistry()
+        self.apis = ApiRegistry.default()
         self.metrics = BrokerMetrics()
         self.metrics_server: MetricsServer | None = None
         self.coordinators = GroupCoordinators(self)

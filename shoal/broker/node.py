@@ -24,9 +24,11 @@ from shoal.protocol.framing import (
     response_header_version,
     start_response,
 )
+from shoal.protocol.generated.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
+    from shoal.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,11 @@ class RequestContext:
     client_id: str | None
     client_host: str
     connection: KafkaConnection | None = None
+
+    @property
+    def broker(self) -> BrokerServices:
+        """The broker state the handler may use (shared by every node of the process)."""
+        return self.node.broker
 
 
 class BrokerNode:
@@ -132,7 +139,7 @@ class BrokerNode:
         if api is None:
             raise CloseConnection(f"unknown or unsupported API key {api_key}")
         if not api.min_version <= api_version <= api.max_version:
-            if api_key == 18:  # ApiVersions: answer so the client can downgrade
+            if api_key == ApiKey.API_VERSIONS:  # answer so the client can downgrade
                 return encode_response(correlation_id, 0, registry.unsupported_api_versions_body())
             raise CloseConnection(
                 f"unsupported version {api_version} of API {api.name} "
@@ -141,7 +148,7 @@ class BrokerNode:
             header, offset = decode_request_header(frame)
             request = api.request.decode(memoryview(frame)[offset:], api_version)
         except DecodeError as e:
-            if api_key == 18 and api_version >= 3:
+            if api_key == ApiKey.API_VERSIONS and api_version >= 3:
                 # KIP-511: a newer client's ApiVersions may not parse; answer v0-style
                 return encode_response(correlation_id, 0, registry.unsupported_api_versions_body())
             raise CloseConnection(f"cannot decode {api.name} v{api_version}: {e}") from None

@@ -1,4 +1,8 @@
-"""API handlers, one module per API family; `register_all` fills a broker's table."""
+"""API handlers, one module per API family.
+
+Importing this package declares every module-level handler (`broker.apis.handles`);
+`register_all` adds those of modules not yet converted, which still register closures.
+"""
 
 from __future__ import annotations
 
@@ -20,12 +24,15 @@ from shoal.broker.handlers import (
     transactions,
 )
 
+# Modules converted to module-level handlers: importing them declares the handlers.
+__all__ = ["api_versions", "describe_cluster", "register_all"]
+
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
 
 
 def register_all(broker: Broker) -> None:
-    for module in (api_versions, metadata_api, produce, fetch, list_offsets, topic_admin,
-                   describe_configs, alter_configs, describe_cluster, groups, transactions, log_admin,
+    for module in (metadata_api, produce, fetch, list_offsets, topic_admin,
+                   describe_configs, alter_configs, groups, transactions, log_admin,
                    cluster_admin):
         module.register(broker)
