@@ -24,15 +24,15 @@ from shoal.broker.handlers import (
     transactions,
 )
 
-# Modules converted to module-level handlers: importing them declares the handlers.
-__all__ = ["api_versions", "describe_cluster", "register_all"]
-
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
 
+MODULES = (api_versions, metadata_api, produce, fetch, list_offsets, topic_admin, describe_configs,
+           alter_configs, describe_cluster, groups, transactions, log_admin, cluster_admin)
+
 
 def register_all(broker: Broker) -> None:
-    for module in (metadata_api, produce, fetch, list_offsets, topic_admin,
-                   describe_configs, alter_configs, groups, transactions, log_admin,
-                   cluster_admin):
-        module.register(broker)
+    for module in MODULES:
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(broker)
