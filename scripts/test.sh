@@ -36,4 +36,5 @@ fi
     "confluent-kafka>=2.5"
 
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
+.venv/bin/mypy shoal/coordinator
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -258,6 +258,119 @@ def _deal_rounds(
     return pos
 
 
+class _RackQuota:
+    """The racked constrained path's state, shared by its steps: each member's kept and new
+    partitions against the quotas (``min_q``; ``max_q`` for ``slots`` members)."""
+
+    def __init__(self, members: list[str], rack: dict[str, str | None], cluster: ClusterMetadata,
+                 min_q: int, max_q: int, slots: int) -> None:
+        self.members, self.rack, self.racks_of = members, rack, cluster.racks
+        self.min_q, self.max_q, self.slots = min_q, max_q, slots
+        self.kept: dict[str, list[TopicPartition]] = {}
+        self.new: dict[str, list[TopicPartition]] = {m: [] for m in members}
+        self.taken: set[TopicPartition] = set()
+
+    def size(self, m: str) -> int:
+        return len(self.kept[m]) + len(self.new[m])
+
+    def mismatch(self, m: str, tp: TopicPartition) -> bool:
+        r = self.rack[m]
+        if r is None:
+            return False
+        rs = self.racks_of(tp[0], tp[1])
+        return bool(rs) and r not in rs
+
+    def keep_on_rack(self, kept0: dict[str, list[TopicPartition]], multi: set[TopicPartition],
+                     ) -> tuple[dict[TopicPartition, str], dict[str, list[TopicPartition]]]:
+        """1. each member keeps its owned partitions on its rack, within quota: (previous owners,
+        each member's owned partitions off its rack)."""
+        prev: dict[TopicPartition, str] = dict.fromkeys(multi, _MANY)
+        off_rack: dict[str, list[TopicPartition]] = {}
+        for m in self.members:
+            lst = kept0.get(m, [])
+            for tp in lst:
+                prev[tp] = m
+            on = [tp for tp in lst if not self.mismatch(m, tp)]
+            off_rack[m] = [tp for tp in lst if self.mismatch(m, tp)]
+            n = len(on)
+            if n > self.min_q and self.slots > 0:
+                keep = self.max_q
+                self.slots -= 1
+            else:
+                keep = min(n, self.min_q)
+            self.kept[m] = on[:keep]
+        for lst in self.kept.values():
+            self.taken.update(lst)
+        return prev, off_rack
+
+    def fill_on_rack(self, free: list[TopicPartition]) -> None:
+        """2. rack-matched fill, round robin least-loaded first; a member leaves when its rack runs dry."""
+        by_rack: dict[str, list[TopicPartition]] = {}
+        for tp in free:
+            for r in self.racks_of(tp[0], tp[1]):
+                by_rack.setdefault(r, []).append(tp)
+        cursor = dict.fromkeys(by_rack, 0)
+        size, min_q, taken = self.size, self.min_q, self.taken
+        queue = deque(sorted((m for m in self.members if size(m) < min_q and self.rack[m] in by_rack),
+                             key=lambda m: (size(m), m)))
+        while queue:
+            m = queue.popleft()
+            r = self.rack[m]
+            lst = by_rack[r]  # type: ignore[index]
+            i = cursor[r]  # type: ignore[index]
+            while i < len(lst) and lst[i] in taken:
+                i += 1
+            cursor[r] = i  # type: ignore[index]
+            if i == len(lst):
+                continue
+            taken.add(lst[i])
+            self.new[m].append(lst[i])
+            if size(m) < min_q:
+                queue.append(m)
+
+    def take_back(self, off_rack: dict[str, list[TopicPartition]]) -> None:
+        """3. owners take back their off-rack partitions that nobody on a matching rack took."""
+        for m in self.members:
+            for tp in off_rack[m]:
+                if tp in self.taken:
+                    continue
+                s = self.size(m)
+                if s < self.min_q or (s == self.min_q and s < self.max_q and self.slots > 0):
+                    if s == self.min_q:
+                        self.slots -= 1
+                    self.kept[m].append(tp)
+                    self.taken.add(tp)
+
+    def place_extras(self, leftover: list[TopicPartition]) -> None:
+        """4b. one extra partition each to members at min quota, one on the partition's rack first."""
+        min_q, rack = self.min_q, self.rack
+        cands = [m for m in sorted(self.members, key=lambda m: (min_q - len(self.kept[m]), m))
+                 if self.size(m) == min_q]
+        order = {m: i for i, m in enumerate(cands)}
+        per_rack: dict[str, deque[str]] = {}
+        for m in cands:
+            if rack[m] is not None:
+                per_rack.setdefault(rack[m], deque()).append(m)  # type: ignore[arg-type]
+        anyq = deque(cands)
+        used: set[str] = set()
+        for tp in leftover:
+            best: str | None = None
+            for r in self.racks_of(tp[0], tp[1]):
+                q = per_rack.get(r)
+                while q and q[0] in used:
+                    q.popleft()
+                if q and (best is None or order[q[0]] < order[best]):
+                    best = q[0]
+            if best is None:
+                while anyq and anyq[0] in used:
+                    anyq.popleft()
+                if not anyq:
+                    raise AssertionError("sticky: more partitions left than members at min quota")
+                best = anyq[0]
+            used.add(best)
+            self.new[best].append(tp)
+
+
 def _constrained_racks(
     members: list[str],
     topics: list[str],
@@ -275,117 +388,26 @@ def _constrained_racks(
     3. give owners back their off-rack owned partitions that are still free;
     4. deal the rest as usual, and the extras preferring a member on the partition's rack.
     """
-    rack = {m: subscriptions[m].rack_id for m in members}
-    racks_of = cluster.racks
-    total = sum(counts.values())
-    min_q, extra = divmod(total, len(members))
-    max_q = min_q + (1 if extra else 0)
-    slots = extra
-
-    def mismatch(m: str, tp: TopicPartition) -> bool:
-        r = rack[m]
-        if r is None:
-            return False
-        rs = racks_of(tp[0], tp[1])
-        return bool(rs) and r not in rs
-
-    kept: dict[str, list[TopicPartition]] = {}
-    prev: dict[TopicPartition, str] = dict.fromkeys(multi, _MANY)
-    off_rack: dict[str, list[TopicPartition]] = {}
-    for m in members:
-        lst = kept0.get(m, [])
-        for tp in lst:
-            prev[tp] = m
-        on = [tp for tp in lst if not mismatch(m, tp)]
-        off_rack[m] = [tp for tp in lst if mismatch(m, tp)]
-        n = len(on)
-        if n > min_q and slots > 0:
-            keep = max_q
-            slots -= 1
-        else:
-            keep = min(n, min_q)
-        kept[m] = on[:keep]
-    taken: set[TopicPartition] = set()
-    for lst in kept.values():
-        taken.update(lst)
-    free = [tp for t in topics for tp in _partitions_of(t, counts[t]) if tp not in taken]
-
-    # 2. rack-matched fill, round robin least-loaded first; a member leaves when its rack runs dry.
-    by_rack: dict[str, list[TopicPartition]] = {}
-    for tp in free:
-        for r in racks_of(tp[0], tp[1]):
-            by_rack.setdefault(r, []).append(tp)
-    cursor = dict.fromkeys(by_rack, 0)
-    new: dict[str, list[TopicPartition]] = {m: [] for m in members}
-
-    def size(m: str) -> int:
-        return len(kept[m]) + len(new[m])
-
-    queue = deque(
-        sorted((m for m in members if size(m) < min_q and rack[m] in by_rack), key=lambda m: (size(m), m))
-    )
-    while queue:
-        m = queue.popleft()
-        lst = by_rack[rack[m]]  # type: ignore[index]
-        i = cursor[rack[m]]  # type: ignore[index]
-        while i < len(lst) and lst[i] in taken:
-            i += 1
-        cursor[rack[m]] = i  # type: ignore[index]
-        if i == len(lst):
-            continue
-        taken.add(lst[i])
-        new[m].append(lst[i])
-        if size(m) < min_q:
-            queue.append(m)
-
-    # 3. owners take back their off-rack partitions that nobody on a matching rack took.
-    for m in members:
-        for tp in off_rack[m]:
-            if tp in taken:
-                continue
-            s = size(m)
-            if s < min_q or (s == min_q and s < max_q and slots > 0):
-                if s == min_q:
-                    slots -= 1
-                kept[m].append(tp)
-                taken.add(tp)
+    min_q, extra = divmod(sum(counts.values()), len(members))
+    quota = _RackQuota(members, {m: subscriptions[m].rack_id for m in members}, cluster,
+                       min_q, min_q + (1 if extra else 0), extra)
+    prev, off_rack = quota.keep_on_rack(kept0, multi)
+    free = [tp for t in topics for tp in _partitions_of(t, counts[t]) if tp not in quota.taken]
+    quota.fill_on_rack(free)
+    quota.take_back(off_rack)
 
     # 4. the rest: fill to min_q round robin, then one extra each, on-rack members first.
-    rest = [tp for tp in free if tp not in taken]
-    under = sorted((m for m in members if size(m) < min_q), key=lambda m: (size(m), m))
-    deficits = [min_q - size(m) for m in under]
-    pos = _deal_rounds(under, deficits, rest, new)
-    leftover = rest[pos:]
-    if leftover:
-        cands = [m for m in sorted(members, key=lambda m: (min_q - len(kept[m]), m)) if size(m) == min_q]
-        order = {m: i for i, m in enumerate(cands)}
-        per_rack: dict[str, deque[str]] = {}
-        for m in cands:
-            if rack[m] is not None:
-                per_rack.setdefault(rack[m], deque()).append(m)  # type: ignore[arg-type]
-        anyq = deque(cands)
-        used: set[str] = set()
-        for tp in leftover:
-            best: str | None = None
-            for r in racks_of(tp[0], tp[1]):
-                q = per_rack.get(r)
-                while q and q[0] in used:
-                    q.popleft()
-                if q and (best is None or order[q[0]] < order[best]):
-                    best = q[0]
-            if best is None:
-                while anyq and anyq[0] in used:
-                    anyq.popleft()
-                if not anyq:
-                    raise AssertionError("sticky: more partitions left than members at min quota")
-                best = anyq[0]
-            used.add(best)
-            new[best].append(tp)
+    rest = [tp for tp in free if tp not in quota.taken]
+    under = sorted((m for m in members if quota.size(m) < min_q), key=lambda m: (quota.size(m), m))
+    pos = _deal_rounds(under, [min_q - quota.size(m) for m in under], rest, quota.new)
+    if rest[pos:]:
+        quota.place_extras(rest[pos:])
 
+    new = quota.new
     if cooperative:
         for m, lst in new.items():
             new[m] = [tp for tp in lst if prev.get(tp, m) == m]
-    return {m: kept[m] + new[m] for m in members}
+    return {m: quota.kept[m] + new[m] for m in members}
 
 
 def _general(

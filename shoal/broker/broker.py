@@ -14,14 +14,12 @@ import base64
 import logging
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from shoal.broker import handlers
 from shoal.broker.apis import ApiRegistry
-from shoal.broker.clock import now_ms
 from shoal.broker.config import PASSIVE_DYNAMIC_BROKER_DEFAULTS, BrokerConfig, ConfigError
 from shoal.broker.connection import RequestMemory, ResponseMemory
 from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
+from shoal.broker.fetch_waiters import FetchWaiters
 from shoal.broker.metadata import (
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
@@ -39,14 +37,9 @@ from shoal.broker.topic_configs import (
     topic_log_config,
     valid_passive_value,
 )
-from shoal.coordinator.txn.responses import for_version
-from shoal.protocol.errors import ErrorCode
-from shoal.protocol.record_batch import BatchHeader
+from shoal.clock import now_ms
 from shoal.storage import LogManager, PartitionLog
 from shoal.storage.file_pool import POOL as FILE_POOL
-
-if TYPE_CHECKING:
-    from shoal.broker.node import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -96,14 +89,12 @@ class Broker:
         for i, node_id in enumerate(self.node_ids):
             port = listener.port + i if listener.port else 0
             self.nodes[node_id] = BrokerNode(self, node_id, listener.host, port, advertised.host)
-        # (topic, partition) -> futures of fetches waiting for data
-        self.fetch_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+        self.fetch_waiters = FetchWaiters()
         self.apis = ApiRegistry.default()
         self.metrics = BrokerMetrics()
         self.metrics_server: MetricsServer | None = None
         self.coordinators = GroupCoordinators(self)
         self.txn_coordinators = TxnCoordinators(self)
-        handlers.register_all(self)
         self._housekeeping: asyncio.Task[None] | None = None
 
     def _cluster_id(self) -> str:
@@ -209,10 +200,7 @@ class Broker:
     async def delete_topic(self, name: str) -> None:
         self.metadata.delete_topic(name)
         self.logs.delete_topic(name)
-        for key in [k for k in self.fetch_waiters if k[0] == name]:
-            for fut in self.fetch_waiters.pop(key):
-                if not fut.done():
-                    fut.set_result(None)
+        self.fetch_waiters.cancel_topic(name)
         await self.coordinators.on_topics_deleted([name])
         log.info("deleted topic %s", name)
 
@@ -287,27 +275,3 @@ class Broker:
                 {"cleanup.policy": "compact", "compression.type": "uncompressed",
                  "segment.bytes": self.config.get("transaction.state.log.segment.bytes")})
         return info
-
-    def verify_transactional_write(self, ctx: RequestContext, transactional_id: str, h: BatchHeader,
-                                   topic: str, partition: int, plog: PartitionLog) -> ErrorCode:
-        """KIP-890 part 1: the first transactional batch of a producer in a partition must belong to
-        its open transaction, so a late batch cannot start a transaction nobody will end."""
-        entry = plog.producer_state.producers.get(h.producer_id)
-        if entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == h.producer_epoch:
-            return ErrorCode.NONE
-        code = self.txn_coordinators.verify(transactional_id, h.producer_id, h.producer_epoch, topic, partition)
-        if code == ErrorCode.NONE:
-            return code
-        if code == ErrorCode.PRODUCER_FENCED:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
-            return for_version(0, ctx.api_version, ErrorCode.TRANSACTION_ABORTABLE)
-        return ErrorCode.NOT_ENOUGH_REPLICAS  # coordinator busy or moving: retriable for every client
-
-    # -- fetch wake-ups ----------------------------------------------------
-    def notify_append(self, topic: str, partition: int) -> None:
-        waiters = self.fetch_waiters.pop((topic, partition), None)
-        if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,40 @@ _LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(
 
 class ConfigError(ValueError):
     """A property has a value Kafka would refuse."""
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type: what a Describe/AlterConfigs resource names."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource(IntEnum):
+    """Where a described config's value comes from (Kafka's DescribeConfigsResponse.ConfigSource)."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class AlterConfigOpType(IntEnum):
+    """An IncrementalAlterConfigs operation (Kafka's AlterConfigOp.OpType)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
 
 
 @dataclass(frozen=True)

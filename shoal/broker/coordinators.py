@@ -13,9 +13,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from shoal.broker.clock import now_ms
 from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from shoal.broker.topic_configs import topic_log_config
+from shoal.clock import now_ms
 from shoal.coordinator.group.config import GroupConfig
 from shoal.coordinator.group.runtime import GroupCoordinatorRuntime
 from shoal.coordinator.partitioning import partition_for
@@ -187,7 +187,7 @@ class TxnCoordinators(NodeCoordinators):
             plog.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, now_ms())
         except ProducerStateError as e:
             return ErrorCode(e.error_code)
-        broker.notify_append(topic, partition)
+        broker.fetch_waiters.notify(topic, partition)
         return ErrorCode.NONE
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from shoal.broker.authorize import authorize
 from shoal.broker.connection import CloseConnection, KafkaConnection
 from shoal.protocol.errors import DecodeError
 from shoal.protocol.framing import (
@@ -156,6 +157,7 @@ class BrokerNode:
         # group records carry it so, and the tools print it as it comes.
         ctx = RequestContext(self, api_key, api_version, correlation_id,
                              header.client_id, "/" + conn.peer.rsplit(":", 1)[0], conn)
+        authorize(ctx, api)
         started = time.perf_counter()
         response: Any = await api.handler(ctx, request)
         if response is None:  # acks=0 produce: no response at all

@@ -8,25 +8,14 @@ from typing import Any
 
 from shoal.assignors.types import TopicPartition as _TP  # noqa: F401 - same type as structs
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 
 from . import assignment as ap
 from .cluster import KafkaClient, now_ms
 from .config import ADMIN_DEFAULTS, make_config
 from .consumer import list_offsets
 from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
-from .protocol import (
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_GROUPS,
-    DELETE_TOPICS,
-    DESCRIBE_CLUSTER,
-    DESCRIBE_GROUPS,
-    LIST_GROUPS,
-    OFFSET_COMMIT,
-    OFFSET_DELETE,
-    OFFSET_FETCH,
-    request_class,
-)
+from .protocol import request_class
 from .structs import OffsetAndMetadata, TopicPartition
 from .sync import _LoopThread
 
@@ -149,7 +138,7 @@ class AIOAdminClient:
 
     async def create_topics(self, topics: list[NewTopic], timeout_ms: int = 30000,
                             validate_only: bool = False) -> dict[str, KafkaError | None]:
-        cls = request_class(CREATE_TOPICS)
+        cls = request_class(ApiKey.CREATE_TOPICS)
         reqs = []
         for t in topics:
             assigns = [cls.CreatableReplicaAssignment(partition_index=p, broker_ids=b)
@@ -163,13 +152,13 @@ class AIOAdminClient:
         return {t.name: _err(t.error_code, t.error_message) for t in resp.topics}
 
     async def delete_topics(self, topics: list[str], timeout_ms: int = 30000) -> dict[str, KafkaError | None]:
-        cls = request_class(DELETE_TOPICS)
+        cls = request_class(ApiKey.DELETE_TOPICS)
         resp = await self.client.send(await self._controller(), cls(topic_names=list(topics), timeout_ms=timeout_ms))
         return {r.name: _err(r.error_code, getattr(r, "error_message", None)) for r in resp.responses}
 
     async def create_partitions(self, new: dict[str, NewPartitions | int], timeout_ms: int = 30000,
                                 validate_only: bool = False) -> dict[str, KafkaError | None]:
-        cls = request_class(CREATE_PARTITIONS)
+        cls = request_class(ApiKey.CREATE_PARTITIONS)
         topics = []
         for name, np in new.items():
             if isinstance(np, int):
@@ -191,8 +180,8 @@ class AIOAdminClient:
     async def describe_cluster(self) -> ClusterDescription:
         await self.start()
         conn = await self.client.any_conn()
-        if DESCRIBE_CLUSTER in conn.versions:
-            resp = await conn.send(request_class(DESCRIBE_CLUSTER)())
+        if ApiKey.DESCRIBE_CLUSTER in conn.versions:
+            resp = await conn.send(request_class(ApiKey.DESCRIBE_CLUSTER)())
             if resp.error_code:
                 raise error_for(resp.error_code, resp.error_message)
             return ClusterDescription(resp.cluster_id, resp.controller_id,
@@ -214,7 +203,7 @@ class AIOAdminClient:
     async def list_groups(self) -> list[GroupListing]:
         await self.start()
         await self.client.refresh_metadata([])
-        cls = request_class(LIST_GROUPS)
+        cls = request_class(ApiKey.LIST_GROUPS)
         out: dict[str, GroupListing] = {}
         for node in list(self.client.cluster.brokers):
             resp = await self.client.send(node, cls(states_filter=[]))
@@ -225,7 +214,7 @@ class AIOAdminClient:
         return sorted(out.values(), key=lambda g: g.group_id)
 
     async def describe_groups(self, group_ids: list[str]) -> dict[str, GroupDescription]:
-        cls = request_class(DESCRIBE_GROUPS)
+        cls = request_class(ApiKey.DESCRIBE_GROUPS)
         out = {}
         for gid in group_ids:
             resp = await self._group_call(gid, cls(groups=[gid]))
@@ -245,7 +234,7 @@ class AIOAdminClient:
         return out
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, KafkaError | None]:
-        cls = request_class(DELETE_GROUPS)
+        cls = request_class(ApiKey.DELETE_GROUPS)
         out = {}
         for gid in group_ids:
             resp = await self._group_call(gid, cls(groups_names=[gid]))
@@ -257,7 +246,7 @@ class AIOAdminClient:
                                  require_stable: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
         """Committed offsets of a group. With ``require_stable`` (KIP-447), offsets still pending in a
         transaction are waited for (UNSTABLE_OFFSET_COMMIT is retried) instead of read as they were."""
-        cls = request_class(OFFSET_FETCH)
+        cls = request_class(ApiKey.OFFSET_FETCH)
         topics = None
         if partitions is not None:
             by: dict[str, list[int]] = {}
@@ -290,7 +279,7 @@ class AIOAdminClient:
     async def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata | int]
                                   ) -> dict[TopicPartition, KafkaError | None]:
         """OffsetCommit with generation -1 (the group must have no active members)."""
-        cls = request_class(OFFSET_COMMIT)
+        cls = request_class(ApiKey.OFFSET_COMMIT)
         by: dict[str, list[Any]] = {}
         for tp, om in offsets.items():
             om = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
@@ -311,7 +300,7 @@ class AIOAdminClient:
 
     async def delete_group_offsets(self, group_id: str, partitions: list[TopicPartition]
                                    ) -> dict[TopicPartition, KafkaError | None]:
-        cls = request_class(OFFSET_DELETE)
+        cls = request_class(ApiKey.OFFSET_DELETE)
         by: dict[str, list[Any]] = {}
         for tp in partitions:
             by.setdefault(tp[0], []).append(cls.OffsetDeleteRequestPartition(partition_index=tp[1]))

@@ -5,22 +5,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+# The client times deadlines and back-offs: a clock that never goes back.
+from shoal.clock import monotonic_ms as now_ms
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 
 from .config import parse_bootstrap
 from .conn import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailableError, error_for
-from .protocol import FIND_COORDINATOR, METADATA, request_class
+from .protocol import request_class
 
 log = logging.getLogger(__name__)
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 @dataclass
@@ -188,13 +188,13 @@ class KafkaClient:
 
     async def find_coordinator(self, key: str, key_type: int, deadline_ms: int) -> int:
         """The node coordinating a group (key type 0) or transactional id (1), asking until ``deadline_ms``."""
-        cls = request_class(FIND_COORDINATOR)
+        cls = request_class(ApiKey.FIND_COORDINATOR)
         retry = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
                  ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT)
         while True:
             try:
                 c = await self.any_conn()
-                v = c.version_for(FIND_COORDINATOR)
+                v = c.version_for(ApiKey.FIND_COORDINATOR)
                 if v >= 4:
                     resp = await c.send(cls(key_type=key_type, coordinator_keys=[key]), version=v)
                     found = resp.coordinators[0]
@@ -226,12 +226,12 @@ class KafkaClient:
                 wanted: list[str] | None = None if self.all_topics_metadata else sorted(self._metadata_topics)
             else:
                 wanted = sorted(set(topics) | self._metadata_topics)
-            cls = request_class(METADATA)
+            cls = request_class(ApiKey.METADATA)
             deadline = now_ms() + self.config["request.timeout.ms"]
             while True:
                 try:
                     c = await self.any_conn()
-                    version = c.version_for(METADATA)
+                    version = c.version_for(ApiKey.METADATA)
                     if wanted is None:
                         req_topics = None if version >= 1 else []
                     else:

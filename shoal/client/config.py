@@ -100,7 +100,7 @@ def make_config(defaults: Mapping[str, Any], config: Mapping[str, Any] | None, *
 
 
 def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9093"`` -> ``[("h1", 9092), ("h2", 9093)]``."""
+    """``"h1:9092,h2:9093"`` -> ``[("h1", 9092), ("h2", 9093)]``, a bare host on 9092; ValueError if malformed."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     out = []
     for item in items:
@@ -109,8 +109,13 @@ def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
             continue
         if "://" in item:
             item = item.split("://", 1)[1]
-        host, _, port = item.rpartition(":")
-        if not host:
+        host, sep, port = item.rpartition(":")
+        if not sep:
             host, port = port, "9092"
-        out.append((host.strip("[]"), int(port)))
+        try:
+            if not host:
+                raise ValueError
+            out.append((host.strip("[]"), int(port)))
+        except ValueError:
+            raise ValueError(f"bad bootstrap server {item!r} (expected HOST:PORT)") from None
     return out

@@ -10,13 +10,12 @@ from typing import Any
 
 from shoal.protocol.errors import DecodeError
 from shoal.protocol.framing import encode_request, response_header_version
+from shoal.protocol.generated.api_keys import ApiKey
 
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .protocol import CLIENT_MAX_VERSIONS, SPECS, VERSION_RANGES, api_key_of
 
 log = logging.getLogger(__name__)
-
-API_VERSIONS_KEY = 18
 
 
 def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
@@ -86,13 +85,13 @@ class BrokerConnection:
         self.connected = True
 
     async def _negotiate(self) -> None:
-        spec = SPECS[API_VERSIONS_KEY]
-        version = min(spec.max_version, CLIENT_MAX_VERSIONS.get(API_VERSIONS_KEY, spec.max_version))
+        spec = SPECS[ApiKey.API_VERSIONS]
+        version = min(spec.max_version, CLIENT_MAX_VERSIONS.get(ApiKey.API_VERSIONS, spec.max_version))
         req = spec.request(client_software_name="shoal-python", client_software_version="0.1.0")
         resp = await self.send(req, version=version)
         if resp.error_code == 35 and version > 0:  # UNSUPPORTED_VERSION: answer is v0 with the ranges
             ranges = {k.api_key: k.max_version for k in resp.api_keys}
-            version = min(version, ranges.get(API_VERSIONS_KEY, 0))
+            version = min(version, ranges.get(ApiKey.API_VERSIONS, 0))
             resp = await self.send(spec.request(), version=version)
         if resp.error_code:
             raise KafkaConnectionError(f"ApiVersions failed with error {resp.error_code}")

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode, is_retriable
+from shoal.protocol.generated.api_keys import ApiKey
 
 from .assignment import resolve_assignors
 from .cluster import KafkaClient, now_ms
@@ -25,7 +26,7 @@ from .errors import (
     error_for,
 )
 from .fetcher import Fetcher
-from .protocol import LIST_OFFSETS, request_class
+from .protocol import request_class
 from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
@@ -395,7 +396,7 @@ async def _run_listener(fn: Callable[[list[TopicPartition]], Any], partitions: l
 async def list_offsets(client: KafkaClient, wanted: dict[TopicPartition, int], config: dict[str, Any], *,
                        isolation: int = 0, timeout_ms: int | None = None) -> dict[TopicPartition, tuple[int, int]]:
     """ListOffsets to each partition's leader; retries retriable errors until the deadline."""
-    cls = request_class(LIST_OFFSETS)
+    cls = request_class(ApiKey.LIST_OFFSETS)
     deadline = now_ms() + (timeout_ms if timeout_ms is not None else config.get("default.api.timeout.ms", 60000))
     result: dict[TopicPartition, tuple[int, int]] = {}
     todo = dict(wanted)
@@ -428,7 +429,7 @@ async def list_offsets(client: KafkaClient, wanted: dict[TopicPartition, int], c
                     tp = TopicPartition(t.name, p.partition_index)
                     if p.error_code == 0:
                         off = p.offset
-                        if conn.version_for(LIST_OFFSETS) == 0:
+                        if conn.version_for(ApiKey.LIST_OFFSETS) == 0:
                             off = p.old_style_offsets[0] if p.old_style_offsets else -1
                         result[tp] = (off, p.timestamp)
                         todo.pop(tp, None)

@@ -11,6 +11,7 @@ from typing import Any
 from shoal.assignors.types import COOPERATIVE, EAGER, Subscription
 from shoal.assignors.types import ClusterMetadata as AssignorCluster
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 
 from . import assignment as ap
 from .cluster import KafkaClient, now_ms
@@ -22,15 +23,7 @@ from .errors import (
     RebalanceInProgressError,
     error_for,
 )
-from .protocol import (
-    HEARTBEAT,
-    JOIN_GROUP,
-    LEAVE_GROUP,
-    OFFSET_COMMIT,
-    OFFSET_FETCH,
-    SYNC_GROUP,
-    request_class,
-)
+from .protocol import request_class
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
@@ -218,7 +211,7 @@ class ConsumerCoordinator:
 
     async def _join_and_sync(self) -> list[TopicPartition] | None:
         """One JoinGroup + SyncGroup round; None means retry."""
-        jcls = request_class(JOIN_GROUP)
+        jcls = request_class(ApiKey.JOIN_GROUP)
         rebalance_timeout = self.config["max.poll.interval.ms"]
         req = jcls(
             group_id=self.group_id,
@@ -251,7 +244,7 @@ class ConsumerCoordinator:
         self.is_leader = resp.leader == resp.member_id
         self.joined_once = True
         assignments: list[Any] = []
-        scls = request_class(SYNC_GROUP)
+        scls = request_class(ApiKey.SYNC_GROUP)
         if self.is_leader and not getattr(resp, "skip_assignment", False):
             try:
                 assignments = await self._perform_assignment(resp, scls)
@@ -363,7 +356,7 @@ class ConsumerCoordinator:
     # -- heartbeat -------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        hcls = request_class(HEARTBEAT)
+        hcls = request_class(ApiKey.HEARTBEAT)
         interval = self.config["heartbeat.interval.ms"] / 1000
         while not self._closed:
             self._hb_wakeup.clear()
@@ -420,9 +413,9 @@ class ConsumerCoordinator:
     async def maybe_leave_group(self, reason: str) -> None:
         """Send LeaveGroup (dynamic members only) and forget the generation."""
         if self.generation >= 0 and self.member_id and self.instance_id is None and self.coordinator_id is not None:
-            lcls = request_class(LEAVE_GROUP)
+            lcls = request_class(ApiKey.LEAVE_GROUP)
             try:
-                v = await self._version(LEAVE_GROUP)
+                v = await self._version(ApiKey.LEAVE_GROUP)
                 if v >= 3:
                     req = lcls(group_id=self.group_id, members=[
                         lcls.MemberIdentity(member_id=self.member_id, group_instance_id=None,
@@ -445,7 +438,7 @@ class ConsumerCoordinator:
             if self.rejoining:
                 raise RebalanceInProgressError()
             raise CommitFailedError()
-        ccls = request_class(OFFSET_COMMIT)
+        ccls = request_class(ApiKey.OFFSET_COMMIT)
         deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
         by_topic: dict[str, list[Any]] = {}
         for tp, om in offsets.items():
@@ -462,45 +455,50 @@ class ConsumerCoordinator:
                 group_instance_id=self.instance_id if subscribed else None,
                 topics=[ccls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
             )
-            retry = False
             try:
                 resp = await self._send(req)
             except (KafkaConnectionError, KafkaTimeoutError, OSError):
                 retry = True
             else:
-                for t in resp.topics:
-                    for p in t.partitions:
-                        code = p.error_code
-                        if code == 0:
-                            continue
-                        if code in RETRY_ERRORS:
-                            if code in COORDINATOR_ERRORS:
-                                self.coordinator_dead(f"OffsetCommit {_name(code)}")
-                            retry = True
-                        elif code == ErrorCode.REBALANCE_IN_PROGRESS:
-                            self.rejoin_needed = True
-                            raise RebalanceInProgressError()
-                        elif code in GENERATION_ERRORS:
-                            self.reset_generation(lost=True)
-                            raise CommitFailedError()
-                        else:
-                            raise error_for(code, f"OffsetCommit {t.name}-{p.partition_index}")
+                retry = self._commit_needs_retry(resp)
             if not retry:
                 return
             if now_ms() >= deadline:
                 raise KafkaTimeoutError("offset commit timed out")
             await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
 
+    def _commit_needs_retry(self, resp: Any) -> bool:
+        """Whether an OffsetCommit response asks for a retry; raises for an error that ends the commit."""
+        retry = False
+        for t in resp.topics:
+            for p in t.partitions:
+                code = p.error_code
+                if code == 0:
+                    continue
+                if code in RETRY_ERRORS:
+                    if code in COORDINATOR_ERRORS:
+                        self.coordinator_dead(f"OffsetCommit {_name(code)}")
+                    retry = True
+                elif code == ErrorCode.REBALANCE_IN_PROGRESS:
+                    self.rejoin_needed = True
+                    raise RebalanceInProgressError()
+                elif code in GENERATION_ERRORS:
+                    self.reset_generation(lost=True)
+                    raise CommitFailedError()
+                else:
+                    raise error_for(code, f"OffsetCommit {t.name}-{p.partition_index}")
+        return retry
+
     async def fetch_committed(
         self, partitions: list[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        fcls = request_class(OFFSET_FETCH)
+        fcls = request_class(ApiKey.OFFSET_FETCH)
         deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         while True:
-            require_stable = await self._version(OFFSET_FETCH) >= 7
+            require_stable = await self._version(ApiKey.OFFSET_FETCH) >= 7
             req = fcls(group_id=self.group_id, require_stable=require_stable,
                        topics=[fcls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
             try:

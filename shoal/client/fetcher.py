@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.record_batch import (
     CONTROL_ABORT,
     TRANSACTIONAL_MASK,
@@ -18,7 +19,7 @@ from shoal.protocol.record_batch import (
 )
 
 from .errors import KafkaConnectionError, KafkaTimeoutError, error_for
-from .protocol import FETCH, request_class
+from .protocol import request_class
 from .structs import ConsumerRecord, TopicPartition
 from .subscription import SubscriptionState
 
@@ -226,7 +227,7 @@ class Fetcher:
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
         cfg = self.config
-        cls = request_class(FETCH)
+        cls = request_class(ApiKey.FETCH)
         try:
             positions = {tp: self.subs.assignment[tp].position for tp in tps}
             topics: dict[str, list[Any]] = {}

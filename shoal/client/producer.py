@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode, is_retriable
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.record_batch import EncodedRecords
 
 from .accumulator import (
@@ -39,7 +40,7 @@ from .errors import (
     error_for,
 )
 from .partitioner import DefaultPartitioner
-from .protocol import INIT_PRODUCER_ID, PRODUCE, request_class
+from .protocol import request_class
 from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 from .transactions import TransactionManager, TxnState, as_group_metadata
 
@@ -145,7 +146,7 @@ class AIOProducer:
 
     async def _init_producer_id(self) -> None:
         """An idempotent (not transactional) producer's id: a fresh one from any broker."""
-        cls = request_class(INIT_PRODUCER_ID)
+        cls = request_class(ApiKey.INIT_PRODUCER_ID)
         deadline = now_ms() + int(self.config["max.block.ms"])
         while True:
             try:
@@ -405,7 +406,6 @@ class AIOProducer:
     async def _run_sender(self) -> None:
         assert self.accumulator is not None and self._wakeup is not None
         acc = self.accumulator
-        max_in_flight = self.config["max.in.flight.requests.per.connection"]
         txn = self.txn
         while True:
             now = now_ms()
@@ -417,28 +417,9 @@ class AIOProducer:
                     await self._wait_for_wakeup(0.005)
                     continue
                 await self._reset_producer_id()
-            by_node: dict[int, list[ProducerBatch]] = {}
-            need_meta = False
-            need_add: list[TopicPartition] = []
             # Clear before looking, so that an append from another thread after the look wakes us.
             self._wakeup.clear()
-            with acc.lock:
-                for tp in list(acc.ready(now, self._closed)):
-                    if tp in self._muted:
-                        continue
-                    if txn is not None and tp not in txn.partitions:
-                        need_add.append(tp)  # its batches wait until it joins the transaction
-                        continue
-                    leader = self.client.cluster.leader_for(tp.topic, tp.partition)
-                    if leader < 0:
-                        need_meta = True
-                        continue
-                    if self._in_flight.get(leader, 0) >= max_in_flight:
-                        continue
-                    b = acc.pop(tp)
-                    if b.sticky_topic is not None:
-                        self.partitioner.on_new_batch(b.sticky_topic[0], b.sticky_topic[1], tp.partition)
-                    by_node.setdefault(leader, []).append(b)
+            by_node, need_meta, need_add = self._drain_ready(now)
             for node, batches in by_node.items():
                 self._dispatch(node, batches)
             if need_add and txn is not None and not txn.has_error:
@@ -455,6 +436,35 @@ class AIOProducer:
             if deadline is not None and timeout == 0.0 and not by_node:
                 timeout = 0.001  # ready but blocked on in-flight: wait for a response or a tick
             await self._wait_for_wakeup(timeout)
+
+    def _drain_ready(self, now: int) -> tuple[dict[int, list[ProducerBatch]], bool, list[TopicPartition]]:
+        """Pop the batches that can be sent now, by leader node; also whether some partition has no
+        known leader (metadata needed) and the partitions still to be added to the transaction."""
+        assert self.accumulator is not None
+        acc = self.accumulator
+        max_in_flight = self.config["max.in.flight.requests.per.connection"]
+        txn = self.txn
+        by_node: dict[int, list[ProducerBatch]] = {}
+        need_meta = False
+        need_add: list[TopicPartition] = []
+        with acc.lock:
+            for tp in list(acc.ready(now, self._closed)):
+                if tp in self._muted:
+                    continue
+                if txn is not None and tp not in txn.partitions:
+                    need_add.append(tp)  # its batches wait until it joins the transaction
+                    continue
+                leader = self.client.cluster.leader_for(tp.topic, tp.partition)
+                if leader < 0:
+                    need_meta = True
+                    continue
+                if self._in_flight.get(leader, 0) >= max_in_flight:
+                    continue
+                b = acc.pop(tp)
+                if b.sticky_topic is not None:
+                    self.partitioner.on_new_batch(b.sticky_topic[0], b.sticky_topic[1], tp.partition)
+                by_node.setdefault(leader, []).append(b)
+        return by_node, need_meta, need_add
 
     async def _wait_for_wakeup(self, timeout: float | None) -> None:
         assert self._wakeup is not None
@@ -521,7 +531,7 @@ class AIOProducer:
 
     async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
         assert self.accumulator is not None and self._wakeup is not None
-        cls = request_class(PRODUCE)
+        cls = request_class(ApiKey.PRODUCE)
         by_topic: dict[str, list[Any]] = {}
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append(
@@ -558,6 +568,10 @@ class AIOProducer:
         finally:
             self._in_flight[node] -= 1
             self._wakeup.set()
+        self._handle_produce_response(resp, batches)
+
+    def _handle_produce_response(self, resp: Any, batches: list[ProducerBatch]) -> None:
+        """Complete, retry or fail each batch of a Produce request by its partition's answer."""
         index = {b.tp: b for b in batches}
         for t in resp.responses:
             for p in t.partition_responses:

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from shoal.protocol.generated import VERSION_RANGES, api_spec
+from shoal.protocol.generated.api_keys import ApiKey
 
 
 class _Specs(Mapping[int, Any]):
@@ -33,30 +34,20 @@ def api_key_of(request: Any) -> int:
     return type(request).API_KEY
 
 
-# Api keys used by the client.
-PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 15, 16, 18
-CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
-CREATE_PARTITIONS, DELETE_GROUPS, OFFSET_DELETE, DESCRIBE_CLUSTER = 37, 42, 47, 60
-INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
-TXN_OFFSET_COMMIT = 28
-
 # Versions above these change the request's shape in ways this client does not build
 # (topic ids instead of names in Fetch v13+, batched groups in OffsetFetch v8+, ...).
 CLIENT_MAX_VERSIONS: dict[int, int] = {
-    FETCH: 12,
-    OFFSET_FETCH: 7,
-    DELETE_TOPICS: 5,
-    METADATA: 12,
-    PRODUCE: 11,
-    API_VERSIONS: 3,
+    ApiKey.FETCH: 12,
+    ApiKey.OFFSET_FETCH: 7,
+    ApiKey.DELETE_TOPICS: 5,
+    ApiKey.METADATA: 12,
+    ApiKey.PRODUCE: 11,
+    ApiKey.API_VERSIONS: 3,
     # Transaction version 2 (KIP-890 part 2: EndTxn v5) is not implemented; v4+ of
     # AddPartitionsToTxn is the brokers' batched form.
-    END_TXN: 4,
-    ADD_PARTITIONS_TO_TXN: 3,
-    TXN_OFFSET_COMMIT: 4,
+    ApiKey.END_TXN: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.TXN_OFFSET_COMMIT: 4,
 }
 
 

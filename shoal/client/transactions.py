@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 
 from .cluster import KafkaClient, now_ms
 from .errors import (
@@ -33,14 +34,7 @@ from .errors import (
     ProducerFencedError,
     error_for,
 )
-from .protocol import (
-    ADD_OFFSETS_TO_TXN,
-    ADD_PARTITIONS_TO_TXN,
-    END_TXN,
-    INIT_PRODUCER_ID,
-    TXN_OFFSET_COMMIT,
-    request_class,
-)
+from .protocol import request_class
 from .structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -182,10 +176,10 @@ class TransactionManager:
         if not bump:
             self._transition(TxnState.INITIALIZING, TxnState.UNINITIALIZED)
         deadline = self._deadline()
-        cls = request_class(INIT_PRODUCER_ID)
+        cls = request_class(ApiKey.INIT_PRODUCER_ID)
         expected = (self.producer_id, self.producer_epoch) if bump else (-1, -1)
         while True:
-            resp = await self._call(INIT_PRODUCER_ID, lambda v: cls(
+            resp = await self._call(ApiKey.INIT_PRODUCER_ID, lambda v: cls(
                 transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
                 producer_id=expected[0] if v >= 3 else -1, producer_epoch=expected[1] if v >= 3 else -1),
                 deadline)
@@ -230,7 +224,7 @@ class TransactionManager:
             self._adding = asyncio.get_running_loop().create_task(self._add_pending())
 
     async def _add_pending(self) -> None:
-        cls = request_class(ADD_PARTITIONS_TO_TXN)
+        cls = request_class(ApiKey.ADD_PARTITIONS_TO_TXN)
         deadline = now_ms() + int(self.config["delivery.timeout.ms"])
         try:
             while self.pending and not self.has_error:
@@ -238,7 +232,7 @@ class TransactionManager:
                 by_topic: dict[str, list[int]] = {}
                 for tp in batch:
                     by_topic.setdefault(tp.topic, []).append(tp.partition)
-                resp = await self._call(ADD_PARTITIONS_TO_TXN, lambda v, by_topic=by_topic: cls(
+                resp = await self._call(ApiKey.ADD_PARTITIONS_TO_TXN, lambda v, by_topic=by_topic: cls(
                     v3_and_below_transactional_id=self.transactional_id,
                     v3_and_below_producer_id=self.producer_id, v3_and_below_producer_epoch=self.producer_epoch,
                     v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=t, partitions=ps)
@@ -274,9 +268,9 @@ class TransactionManager:
         """AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator."""
         self.check_can_send()
         deadline = self._deadline()
-        cls = request_class(ADD_OFFSETS_TO_TXN)
+        cls = request_class(ApiKey.ADD_OFFSETS_TO_TXN)
         while True:
-            resp = await self._call(ADD_OFFSETS_TO_TXN, lambda v: cls(
+            resp = await self._call(ApiKey.ADD_OFFSETS_TO_TXN, lambda v: cls(
                 transactional_id=self.transactional_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, group_id=group.group_id), deadline)
             code = resp.error_code
@@ -293,7 +287,7 @@ class TransactionManager:
 
     async def _commit_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata],
                               group: ConsumerGroupMetadata, deadline: int) -> None:
-        cls = request_class(TXN_OFFSET_COMMIT)
+        cls = request_class(ApiKey.TXN_OFFSET_COMMIT)
         remaining = dict(offsets)
         node: int | None = None
         while remaining:
@@ -304,7 +298,7 @@ class TransactionManager:
                 by_topic.setdefault(tp.topic, []).append(cls.TxnOffsetCommitRequestPartition(
                     partition_index=tp.partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
                     committed_metadata=om.metadata))
-            resp = await self._call(TXN_OFFSET_COMMIT, lambda v, by_topic=by_topic: cls(
+            resp = await self._call(ApiKey.TXN_OFFSET_COMMIT, lambda v, by_topic=by_topic: cls(
                 transactional_id=self.transactional_id, group_id=group.group_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, generation_id=group.generation_id, member_id=group.member_id,
                 group_instance_id=group.group_instance_id,
@@ -356,9 +350,9 @@ class TransactionManager:
         self.pending.clear()
         if self.partitions or self.offsets_added:
             deadline = self._deadline()
-            cls = request_class(END_TXN)
+            cls = request_class(ApiKey.END_TXN)
             while True:
-                resp = await self._call(END_TXN, lambda v: cls(
+                resp = await self._call(ApiKey.END_TXN, lambda v: cls(
                     transactional_id=self.transactional_id, producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch, committed=commit), deadline)
                 code = resp.error_code

@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from shoal.protocol.generated.api_keys import ApiKey
+
 Record = tuple[bytes, bytes | None]
 
 
-class RequestContext(NamedTuple):
-    """Who sent a request; `token` routes a (possibly delayed) response back."""
+class ShardRequest(NamedTuple):
+    """A request as a shard sees it: who sent it; `token` routes a (possibly delayed) response back."""
 
     token: Any
-    api_key: int
+    api_key: ApiKey
     api_version: int
     client_id: str = ""
     client_host: str = ""
@@ -50,28 +52,6 @@ class CoordinatorResult:
             last = AppendBatch(producer_id=producer_id, producer_epoch=producer_epoch)
             self.batches.append(last)
         last.records.append((key, value))
-
-    def extend(self, other: CoordinatorResult) -> None:
-        self.responses.extend(other.responses)
-        for b in other.batches:
-            for key, value in b.records:
-                self.add_record(key, value, b.producer_id, b.producer_epoch)
-        self.markers.extend(other.markers)
-
-
-class ResultCollector:
-    """What a shard's step accumulates: `_begin()` opens a result, `_end()` hands it over."""
-
-    _out: CoordinatorResult | None = None
-
-    def _begin(self) -> None:
-        if self._out is None:
-            self._out = CoordinatorResult()
-
-    def _end(self) -> CoordinatorResult:
-        out, self._out = self._out, None
-        assert out is not None
-        return out
 
 
 def int_settings_from_properties(settings: Any, props: dict[str, str]) -> Any:

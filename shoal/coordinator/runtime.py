@@ -8,10 +8,7 @@ response of that step is released; a timer task per partition calls
 `shard.poll` at `shard.next_deadline()`. Loading a partition is replaying
 its log into a fresh shard.
 
-A shard provides: `handle(ctx, request, now_ms)`, `poll(now_ms)`,
-`next_deadline()`, `replay_loaded(loaded)` (a generator that yields now and
-then so long loads do not stall the loop), `on_loaded(now_ms)` and `unload()`;
-each step returns a `CoordinatorResult`. Subclasses route requests to
+Shards follow `shard.CoordinatorShard`. Subclasses route requests to
 partitions and act on a result's side effects (`after_apply`).
 """
 
@@ -23,34 +20,35 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from shoal.coordinator.result import CoordinatorResult, RequestContext
-from shoal.protocol.errors import ErrorCode
+from shoal.clock import now_ms
+from shoal.coordinator.result import CoordinatorResult, ShardRequest
+from shoal.coordinator.shard import CoordinatorShard
+from shoal.protocol.errors import ErrorCode, error_code_of
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.record_batch import build_batch
 from shoal.storage.config import LogConfig
 from shoal.storage.producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)
 
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
+ShardT = TypeVar("ShardT", bound=CoordinatorShard)
 
 
 @dataclass
 class _Pending:
     future: asyncio.Future
-    api_key: int
+    api_key: ApiKey
     api_version: int
     request: Any
 
 
 @dataclass
-class Partition:
+class Partition(Generic[ShardT]):
     """One owned partition: its shard, its log and the lock that serialises its events."""
 
-    shard: Any
+    shard: ShardT
     log: Any
     loading: bool = True
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -58,35 +56,34 @@ class Partition:
     timer_task: asyncio.Task | None = None
 
 
-class CoordinatorRuntime:
+class CoordinatorRuntime(Generic[ShardT]):
     """The coordinator of one kind on one broker node: partitions, persistence, timers."""
 
     topic = ""
     name = "coordinator"
 
     def __init__(self, node_id: int, log_manager: Any, *, log_config: LogConfig,
-                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 clock_ms: Callable[[], int] = now_ms) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.log_config = log_config
         self.clock_ms = clock_ms
-        self._partitions: dict[int, Partition] = {}
+        self._partitions: dict[int, Partition[ShardT]] = {}
         self._pending: dict[int, _Pending] = {}
         self._tokens = itertools.count(1)
-        self._closed = False
 
     # ---------------------------------------------------------------- for subclasses
-    def new_shard(self, partition: int, plog: Any) -> Any:
+    def new_shard(self, partition: int, plog: Any) -> ShardT:
         raise NotImplementedError
 
     def read_log(self, plog: Any) -> Any:
         """Runs in a worker thread: what `shard.replay_loaded` takes."""
         raise NotImplementedError
 
-    def error_response(self, api_key: int, api_version: int, request: Any, error: ErrorCode) -> Any:
+    def error_response(self, api_key: ApiKey, api_version: int, request: Any, error: ErrorCode) -> Any:
         raise NotImplementedError
 
-    def after_apply(self, partition: int, part: Partition, result: CoordinatorResult) -> None:
+    def after_apply(self, partition: int, part: Partition[ShardT], result: CoordinatorResult) -> None:
         """Side effects of a result, once its records are durable (transaction markers)."""
 
     # ---------------------------------------------------------------- partitions
@@ -94,11 +91,11 @@ class CoordinatorRuntime:
         """Partitions this node coordinates (loaded or loading)."""
         return set(self._partitions)
 
-    def shard(self, partition: int) -> Any:
+    def shard(self, partition: int) -> ShardT | None:
         part = self._partitions.get(partition)
         return None if part is None else part.shard
 
-    def partition_state(self, partition: int) -> Partition | None:
+    def partition_state(self, partition: int) -> Partition[ShardT] | None:
         return self._partitions.get(partition)
 
     def status(self, partition: int) -> ErrorCode:
@@ -117,6 +114,7 @@ class CoordinatorRuntime:
         part = Partition(shard=self.new_shard(partition, plog), log=plog)
         self._partitions[partition] = part
         async with part.lock:
+            started = time.monotonic()
             # Off the event loop: other partitions keep being served while this one loads.
             loaded = await asyncio.to_thread(self.read_log, plog)
             for _ in part.shard.replay_loaded(loaded):
@@ -124,6 +122,8 @@ class CoordinatorRuntime:
             if self._partitions.get(partition) is not part:
                 return  # unloaded while loading
             part.loading = False
+            log.info("%s: finished loading %s-%d in %d milliseconds", self.name, self.topic, partition,
+                     (time.monotonic() - started) * 1000)
             await self._apply(partition, part, part.shard.on_loaded(self.clock_ms()))
         part.timer_task = asyncio.get_running_loop().create_task(self._timer_loop(partition, part))
 
@@ -136,7 +136,7 @@ class CoordinatorRuntime:
             part.timer_task.cancel()
         self._resolve(part.shard.unload())
 
-    async def _reload(self, partition: int, part: Partition) -> None:
+    async def _reload(self, partition: int, part: Partition[ShardT]) -> None:
         """After a failed append the shard may be ahead of its log: rebuild it from the log."""
         if self._partitions.get(partition) is part:
             self.unload_partition(partition)
@@ -146,7 +146,7 @@ class CoordinatorRuntime:
                 log.exception("%s: reloading %s-%d failed", self.name, self.topic, partition)
 
     # ---------------------------------------------------------------- requests and events
-    async def run(self, partition: int, api_key: int, api_version: int, request: Any,
+    async def run(self, partition: int, api_key: ApiKey, api_version: int, request: Any,
                   client_id: str = "", client_host: str = "") -> Any:
         """Hand one request to the shard of `partition`; await its (possibly delayed) response."""
         status = self.status(partition)
@@ -160,7 +160,7 @@ class CoordinatorRuntime:
             if self._partitions.get(partition) is not part:
                 self._pending.pop(token, None)
                 return self.error_response(api_key, api_version, request, ErrorCode.NOT_COORDINATOR)
-            ctx = RequestContext(token, api_key, api_version, client_id, client_host)
+            ctx = ShardRequest(token, ApiKey(api_key), api_version, client_id, client_host)
             result = part.shard.handle(ctx, request, self.clock_ms())
             await self._apply(partition, part, result)
             part.wake.set()
@@ -169,8 +169,8 @@ class CoordinatorRuntime:
         finally:
             self._pending.pop(token, None)
 
-    async def run_event(self, partition: int, event: Callable[[Any, int], CoordinatorResult],
-                        part: Partition | None = None) -> bool:
+    async def run_event(self, partition: int, event: Callable[[ShardT, int], CoordinatorResult],
+                        part: Partition[ShardT] | None = None) -> bool:
         """Apply `event(shard, now_ms)` under the partition's lock; False if the partition is not
         (or, when `part` is given, no longer that instance) loaded here."""
         current = self._partitions.get(partition)
@@ -183,7 +183,7 @@ class CoordinatorRuntime:
             current.wake.set()
         return True
 
-    async def _apply(self, partition: int, part: Partition, result: CoordinatorResult) -> None:
+    async def _apply(self, partition: int, part: Partition[ShardT], result: CoordinatorResult) -> None:
         """Append the records, then release the responses, then act on side effects."""
         if result.batches:
             now = self.clock_ms()
@@ -195,7 +195,8 @@ class CoordinatorRuntime:
                         is_transactional=b.producer_id >= 0))
                     part.log.append(batch, now, origin=AppendOrigin.COORDINATOR)
             except Exception as e:
-                code = getattr(e, "error_code", None)
+                # The attribute too, while storage's exceptions become CodedErrors.
+                code = error_code_of(e, ErrorCode.NONE) or getattr(e, "error_code", None)
                 if code is None:
                     log.exception("%s: failed to append records to %s", self.name, part.log)
                     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -218,7 +219,7 @@ class CoordinatorRuntime:
                 p.future.set_result(response)
 
     # ---------------------------------------------------------------- timers, close
-    async def _timer_loop(self, partition: int, part: Partition) -> None:
+    async def _timer_loop(self, partition: int, part: Partition[ShardT]) -> None:
         try:
             while self._partitions.get(partition) is part:
                 deadline = part.shard.next_deadline()
@@ -247,7 +248,6 @@ class CoordinatorRuntime:
 
     async def close(self) -> None:
         """Unload everything (parked requests get NOT_COORDINATOR)."""
-        self._closed = True
         tasks = [p.timer_task for p in self._partitions.values() if p.timer_task is not None]
         for partition in list(self._partitions):
             self.unload_partition(partition)

@@ -25,10 +25,6 @@ class Timers:
     def cancel(self, key: Any) -> None:
         self._live.pop(key, None)
 
-    def deadline(self, key: Any) -> int | None:
-        entry = self._live.get(key)
-        return None if entry is None else entry[0]
-
     def __contains__(self, key: Any) -> bool:
         return key in self._live
 

@@ -14,12 +14,11 @@ import struct
 
 from shoal.protocol.errors import DecodeError
 from shoal.protocol.generated import FLEXIBLE_MIN_BY_KEY
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.request_header import RequestHeader
 from shoal.protocol.primitives import skip_tagged_fields
 
 __all__ = [
-    "API_VERSIONS_KEY",
-    "CONTROLLED_SHUTDOWN_KEY",
     "decode_request_header",
     "decode_response_header",
     "encode_request",
@@ -27,9 +26,6 @@ __all__ = [
     "request_header_version",
     "response_header_version",
 ]
-
-API_VERSIONS_KEY = 18
-CONTROLLED_SHUTDOWN_KEY = 7
 
 _I32 = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
@@ -44,14 +40,14 @@ def _is_flexible(api_key: int, api_version: int) -> bool:
 
 def request_header_version(api_key: int, api_version: int) -> int:
     """Request header version: 2 if the API version is flexible, else 1 (ControlledShutdown v0: 0)."""
-    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     return 2 if _is_flexible(api_key, api_version) else 1
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
     """Response header version: 1 if flexible, else 0; ApiVersions responses are always 0."""
-    if api_key == API_VERSIONS_KEY:
+    if api_key == ApiKey.API_VERSIONS:
         # Kafka keeps v0 so a client that sent a too-new version can still parse the error.
         return 0
     return 1 if _is_flexible(api_key, api_version) else 0

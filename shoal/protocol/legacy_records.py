@@ -63,62 +63,83 @@ def parse_message_set(data: bytes | bytearray | memoryview, *, max_decompressed:
     out: list[LegacyMessage] = []
     codec_seen = 0
     while pos < end:
-        if end - pos < _ENTRY.size:
-            if allow_partial:
-                break
-            raise CorruptRecordError("message set ends with a partial entry")
-        offset, size = _ENTRY.unpack_from(buf, pos)
-        start = pos + _ENTRY.size
-        if size < MIN_MESSAGE_V0:
-            raise CorruptRecordError(f"message size {size} is below the minimum")
-        if start + size > end:
-            if allow_partial:
-                break
-            raise CorruptRecordError("message set ends with a partial message")
-        stop = start + size
-        crc, magic, attributes = _HEAD.unpack_from(buf, start)
-        if magic not in (0, 1):
-            raise InvalidRecordError(f"message magic {magic} inside a message set")
-        if zlib.crc32(buf[start + 4:stop]) != crc:
-            raise CorruptRecordError(f"message at offset {offset} fails its CRC")
-        p = start + _HEAD.size
-        timestamp = NO_TIMESTAMP
-        if magic == 1:
-            if p + 8 > stop:
-                raise CorruptRecordError("message is truncated")
-            (timestamp,) = _I64.unpack_from(buf, p)
-            p += 8
-        key, p = _bytes_field(buf, p, stop)
-        value, p = _bytes_field(buf, p, stop)
-        if p != stop:
-            raise CorruptRecordError(f"message at offset {offset} has {stop - p} bytes left over")
-        ts_type = 1 if magic == 1 and attributes & LOG_APPEND_TIME else 0
-        codec = attributes & 0x07
+        stop = _entry_end(buf, pos, end, allow_partial)
+        if stop is None:
+            break
+        message, codec = _read_message(buf, pos, stop)
         if codec == _compression.NONE:
-            out.append(LegacyMessage(offset, magic, timestamp, ts_type, key, value))
+            out.append(message)
         else:
             if _depth:
                 raise InvalidRecordError("a compressed message inside a compressed message")
-            if codec == _compression.ZSTD or codec > _compression.ZSTD:
-                raise InvalidRecordError(f"compression codec {codec} in a message format {magic} message")
-            if value is None:
-                raise CorruptRecordError("a compressed message without a value")
-            if codec == _compression.LZ4 and magic == 0:
-                value = _compression.lz4_fix_header_checksum(value)
-            try:
-                inner_data = _compression.decompress(codec, value, max_decompressed)
-            except _compression.CompressionError as e:
-                raise InvalidRecordError(str(e)) from None
-            inner, _ = parse_message_set(inner_data, max_decompressed=max_decompressed, _depth=1)
-            if magic == 1 and inner:  # relative inner offsets: the wrapper has the last one
-                base = offset - inner[-1].offset
-                inner = [m._replace(offset=base + m.offset) for m in inner]
-            if ts_type == 1:  # the wrapper's log append time applies to every inner message
-                inner = [m._replace(timestamp=timestamp, timestamp_type=1) for m in inner]
-            out.extend(inner)
+            out.extend(_unwrap(message, codec, max_decompressed))
             codec_seen = codec_seen or codec
         pos = stop
     return out, codec_seen
+
+
+def _entry_end(buf: memoryview, pos: int, end: int, allow_partial: bool) -> int | None:
+    """Where the entry at ``pos`` ends; None for a partial last entry when ``allow_partial``."""
+    if end - pos < _ENTRY.size:
+        if allow_partial:
+            return None
+        raise CorruptRecordError("message set ends with a partial entry")
+    _, size = _ENTRY.unpack_from(buf, pos)
+    start = pos + _ENTRY.size
+    if size < MIN_MESSAGE_V0:
+        raise CorruptRecordError(f"message size {size} is below the minimum")
+    if start + size > end:
+        if allow_partial:
+            return None
+        raise CorruptRecordError("message set ends with a partial message")
+    return start + size
+
+
+def _read_message(buf: memoryview, pos: int, stop: int) -> tuple[LegacyMessage, int]:
+    """The message of the entry at ``pos`` (ending at ``stop``), CRC checked, and its codec."""
+    (offset,) = _I64.unpack_from(buf, pos)
+    start = pos + _ENTRY.size
+    crc, magic, attributes = _HEAD.unpack_from(buf, start)
+    if magic not in (0, 1):
+        raise InvalidRecordError(f"message magic {magic} inside a message set")
+    if zlib.crc32(buf[start + 4:stop]) != crc:
+        raise CorruptRecordError(f"message at offset {offset} fails its CRC")
+    p = start + _HEAD.size
+    timestamp = NO_TIMESTAMP
+    if magic == 1:
+        if p + 8 > stop:
+            raise CorruptRecordError("message is truncated")
+        (timestamp,) = _I64.unpack_from(buf, p)
+        p += 8
+    key, p = _bytes_field(buf, p, stop)
+    value, p = _bytes_field(buf, p, stop)
+    if p != stop:
+        raise CorruptRecordError(f"message at offset {offset} has {stop - p} bytes left over")
+    ts_type = 1 if magic == 1 and attributes & LOG_APPEND_TIME else 0
+    return LegacyMessage(offset, magic, timestamp, ts_type, key, value), attributes & 0x07
+
+
+def _unwrap(wrapper: LegacyMessage, codec: int, max_decompressed: int) -> list[LegacyMessage]:
+    """The inner messages of a compressed message, with absolute offsets (and the wrapper's
+    log append time, if it has one)."""
+    magic, value = wrapper.magic, wrapper.value
+    if codec >= _compression.ZSTD:
+        raise InvalidRecordError(f"compression codec {codec} in a message format {magic} message")
+    if value is None:
+        raise CorruptRecordError("a compressed message without a value")
+    if codec == _compression.LZ4 and magic == 0:
+        value = _compression.lz4_fix_header_checksum(value)
+    try:
+        inner_data = _compression.decompress(codec, value, max_decompressed)
+    except _compression.CompressionError as e:
+        raise InvalidRecordError(str(e)) from None
+    inner, _ = parse_message_set(inner_data, max_decompressed=max_decompressed, _depth=1)
+    if magic == 1 and inner:  # relative inner offsets: the wrapper has the last one
+        base = wrapper.offset - inner[-1].offset
+        inner = [m._replace(offset=base + m.offset) for m in inner]
+    if wrapper.timestamp_type == 1:  # the wrapper's log append time applies to every inner message
+        inner = [m._replace(timestamp=wrapper.timestamp, timestamp_type=1) for m in inner]
+    return inner
 
 
 def encode_message(offset: int, magic: int, timestamp: int, timestamp_type: int,

@@ -33,6 +33,7 @@ from typing import NamedTuple
 from google_crc32c import value as _crc32c
 
 from shoal.protocol import compression as _compression
+from shoal.protocol.errors import CodedError, ErrorCode
 
 MAGIC = 2
 LOG_OVERHEAD = 12
@@ -77,39 +78,38 @@ _CONTROL_VALUE = struct.Struct(">hi")
 assert _HEADER.size == HEADER_SIZE
 
 
-# Error codes are Kafka's; the broker maps them onto responses.
-class RecordBatchError(ValueError):
-    """Base class of record-batch errors; ``error_code`` is the Kafka error code."""
+class RecordBatchError(CodedError, ValueError):
+    """Base class of record-batch errors, each carrying the Kafka error it stands for."""
 
-    error_code = 2
+    error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class CorruptRecordError(RecordBatchError):
-    """Bad CRC, impossible length, truncated batch (CORRUPT_MESSAGE, 2)."""
+    """Bad CRC, impossible length, truncated batch (CORRUPT_MESSAGE)."""
 
-    error_code = 2
+    error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class RecordTooLargeError(RecordBatchError):
-    """A batch is larger than the allowed maximum (MESSAGE_TOO_LARGE, 10)."""
+    """A batch is larger than the allowed maximum (MESSAGE_TOO_LARGE)."""
 
-    error_code = 10
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class InvalidRecordError(RecordBatchError):
-    """A well-formed batch that breaks a produce rule (INVALID_RECORD, 87)."""
+    """A well-formed batch that breaks a produce rule (INVALID_RECORD)."""
 
-    error_code = 87
+    error_code = ErrorCode.INVALID_RECORD
 
 
 class UnsupportedMessageFormatError(RecordBatchError):
-    """A magic 0/1 message set (UNSUPPORTED_FOR_MESSAGE_FORMAT, 43).
+    """A magic 0/1 message set (UNSUPPORTED_FOR_MESSAGE_FORMAT).
 
     Legacy message sets put ``magic`` at byte 16 too, so they are told apart
     from v2 batches by the same field; shoal stores only magic 2.
     """
 
-    error_code = 43
+    error_code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
 
 
 class BatchHeader:
@@ -530,10 +530,7 @@ def check_records(data: Buffer, count: int, key_required: bool = False,
             if timestamp_bounds is None:
                 pos = pos + 1 if data[pos] < 0x80 else _varlong_end(data, pos)  # timestamp delta
             else:
-                delta, pos = read_varint(data, pos, 63, InvalidRecordError)
-                base, lowest, highest = timestamp_bounds
-                if not lowest <= base + delta <= highest and base + delta != NO_TIMESTAMP:
-                    bad_timestamp = base + delta
+                bad_timestamp, pos = _timestamp_out_of_bounds(data, pos, timestamp_bounds)
             pos = pos + 1 if data[pos] < 0x80 else varint(data, pos)[1]  # offset delta
             b = data[pos]  # key length
             if b < 0x80:
@@ -557,22 +554,8 @@ def check_records(data: Buffer, count: int, key_required: bool = False,
                 if not b & 1:
                     pos += b >> 1
             else:
-                n, pos = varint(data, pos)
-                if n > 0:
-                    pos += n
-            if data[pos]:  # header count
-                headers, pos = varint(data, pos)
-                if headers < 0:
-                    raise InvalidRecordError(f"record {i} has an invalid number of headers {headers}")
-                for _ in range(headers):
-                    n, pos = varint(data, pos)
-                    if n < 0:
-                        raise InvalidRecordError(f"record {i} has a header with a null key")
-                    n, pos = varint(data, pos + n)
-                    if n > 0:
-                        pos += n
-            else:
-                pos += 1
+                pos = _after_bytes(data, pos)
+            pos = _skip_headers(data, pos, i) if data[pos] else pos + 1  # header count
             if pos != record_end:
                 raise InvalidRecordError(f"record {i}: expected to read {length} bytes, read "
                                          f"{length + pos - record_end}")
@@ -581,6 +564,35 @@ def check_records(data: Buffer, count: int, key_required: bool = False,
     if pos != end:
         raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
     return errors
+
+
+def _timestamp_out_of_bounds(data: Buffer, pos: int, bounds: tuple[int, int, int]) -> tuple[int | None, int]:
+    """The record's timestamp if outside ``bounds`` (base timestamp, lowest, highest), else None;
+    and the position after its timestamp delta."""
+    delta, pos = read_varint(data, pos, 63, InvalidRecordError)
+    base, lowest, highest = bounds
+    if not lowest <= base + delta <= highest and base + delta != NO_TIMESTAMP:
+        return base + delta, pos
+    return None, pos
+
+
+def _skip_headers(data: Buffer, pos: int, i: int) -> int:
+    """The position after record ``i``'s headers (a count, then key and value of each)."""
+    headers, pos = _varint_at(data, pos)
+    if headers < 0:
+        raise InvalidRecordError(f"record {i} has an invalid number of headers {headers}")
+    for _ in range(headers):
+        n, pos = _varint_at(data, pos)
+        if n < 0:
+            raise InvalidRecordError(f"record {i} has a header with a null key")
+        pos = _after_bytes(data, pos + n)
+    return pos
+
+
+def _after_bytes(data: Buffer, pos: int) -> int:
+    """The position after a varint-length byte field (length -1: null)."""
+    n, pos = _varint_at(data, pos)
+    return pos + n if n > 0 else pos
 
 
 def _varlong_end(buf: Buffer, pos: int) -> int:

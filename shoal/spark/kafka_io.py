@@ -26,10 +26,11 @@ from shoal.client.admin import AIOAdminClient
 from shoal.client.cluster import now_ms
 from shoal.client.consumer import list_offsets
 from shoal.client.errors import KafkaConnectionError, KafkaTimeoutError, error_for
-from shoal.client.protocol import FETCH, request_class
+from shoal.client.protocol import request_class
 from shoal.client.structs import OffsetAndMetadata, TopicPartition
 from shoal.client.sync import Producer, _LoopThread
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 
 EARLIEST = -2
 LATEST = -1
@@ -143,7 +144,7 @@ class KafkaIO:
     async def _fetch(self, tp: TopicPartition, offset: int, max_bytes: int, read_committed: bool,
                      max_wait_ms: int) -> Fetched:
         client = self._admin.client
-        cls = request_class(FETCH)
+        cls = request_class(ApiKey.FETCH)
         deadline = now_ms() + int(self.config.get("request.timeout.ms", 30000))
         client.add_topics([tp.topic])
         while True:

@@ -197,9 +197,9 @@ def _offset_spec(opts: Mapping[str, str], prefix: str, default: str, streaming: 
     return OffsetSpec("offsets", parse_offsets_json(text, f"{prefix}Offsets"))
 
 
-def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    opts = {k.lower(): str(v) for k, v in options.items()}
-    params = kafka_params(opts, SPARK_KAFKA_FORBIDDEN_CONSUMER)
+def _strategy(opts: Mapping[str, str]) -> tuple[str, list[str], str | None, dict[str, list[int]]]:
+    """Which of subscribe, subscribePattern and assign is given (exactly one must be), and its value:
+    (strategy, topics, pattern, assigned partitions)."""
     given = [s for s in _STRATEGIES if s in opts]
     if not given:
         raise OptionError("One of the following options must be specified for Kafka source: subscribe, "
@@ -208,58 +208,65 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
         raise OptionError("Only one of the following options can be specified for Kafka source: subscribe, "
                           "subscribePattern, assign. See the docs for more details.")
     strategy = given[0]
-    topics: list[str] = []
-    pattern = None
-    assign: dict[str, list[int]] = {}
     if strategy == "subscribe":
-        topics = [t.strip() for t in opts["subscribe"].split(",") if t.strip()]
-        if not topics:
-            raise OptionError("No topics to subscribe to as specified value for option 'subscribe' is "
-                              f"'{opts['subscribe']}'")
-    elif strategy == "subscribepattern":
-        pattern = opts["subscribepattern"].strip()
-        if not pattern:
-            raise OptionError("Pattern to subscribe is empty as specified value for option 'subscribePattern' "
-                              f"is '{opts['subscribepattern']}'")
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise OptionError(f"Option 'subscribePattern' is not a valid regular expression: {e}") from None
-    else:
-        try:
-            raw = json.loads(opts["assign"])
-            assign = {str(t): [int(p) for p in ps] for t, ps in raw.items()}
-        except (ValueError, AttributeError, TypeError):
-            raise OptionError("Option 'assign' must be JSON like {\"topicA\":[0,1],\"topicB\":[2,4]}, got "
-                              f"{opts['assign']!r}") from None
-        if not assign:
-            raise OptionError("No topic partitions to assign as specified value for option 'assign' is "
-                              f"'{opts['assign']}'")
-    starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest", streaming)
-    ending = _offset_spec(opts, "ending", "latest", streaming)
+        return strategy, _subscribed_topics(opts["subscribe"]), None, {}
+    if strategy == "subscribepattern":
+        return strategy, [], _subscribed_pattern(opts["subscribepattern"]), {}
+    return strategy, [], None, _assigned_partitions(opts["assign"])
+
+
+def _subscribed_topics(text: str) -> list[str]:
+    topics = [t.strip() for t in text.split(",") if t.strip()]
+    if not topics:
+        raise OptionError(f"No topics to subscribe to as specified value for option 'subscribe' is '{text}'")
+    return topics
+
+
+def _subscribed_pattern(text: str) -> str:
+    pattern = text.strip()
+    if not pattern:
+        raise OptionError("Pattern to subscribe is empty as specified value for option 'subscribePattern' "
+                          f"is '{text}'")
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise OptionError(f"Option 'subscribePattern' is not a valid regular expression: {e}") from None
+    return pattern
+
+
+def _assigned_partitions(text: str) -> dict[str, list[int]]:
+    try:
+        raw = json.loads(text)
+        assign = {str(t): [int(p) for p in ps] for t, ps in raw.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise OptionError("Option 'assign' must be JSON like {\"topicA\":[0,1],\"topicB\":[2,4]}, got "
+                          f"{text!r}") from None
+    if not assign:
+        raise OptionError(f"No topic partitions to assign as specified value for option 'assign' is '{text}'")
+    return assign
+
+
+def _check_offset_range(opts: Mapping[str, str], starting: OffsetSpec, ending: OffsetSpec, streaming: bool) -> None:
+    """Spark's rules: no ending offsets in streaming queries; a batch starts before latest and ends
+    after earliest."""
     if streaming:
         for name in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
             if name in opts:
                 raise OptionError(f"Option '{name}' is not supported in streaming queries (ending offsets "
                                   "belong to batch queries)")
-    else:
-        if starting.kind == "latest":
-            raise OptionError("Starting offset can't be latest for batch queries on Kafka")
-        if ending.kind == "earliest":
-            raise OptionError("Ending offset can't be earliest for batch queries on Kafka")
-        if ending.kind == "offsets" and any(o == EARLIEST for ps in ending.offsets.values() for o in ps.values()):
-            raise OptionError("Ending offset for a partition can't be earliest (-2) for batch queries on Kafka")
-        if starting.kind == "offsets" and any(o == LATEST for ps in starting.offsets.values()
-                                              for o in ps.values()):
-            raise OptionError("Starting offset for a partition can't be latest (-1) for batch queries on Kafka")
-    strategy_ts = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
-    if strategy_ts not in ("error", "latest"):
-        raise OptionError("Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got "
-                          f"{strategy_ts!r}")
-    isolation = params.get("isolation.level", "read_uncommitted")
-    if isolation not in ("read_uncommitted", "read_committed"):
-        raise OptionError(f"Option 'kafka.isolation.level' must be read_uncommitted or read_committed, got "
-                          f"{isolation!r}")
+        return
+    if starting.kind == "latest":
+        raise OptionError("Starting offset can't be latest for batch queries on Kafka")
+    if ending.kind == "earliest":
+        raise OptionError("Ending offset can't be earliest for batch queries on Kafka")
+    if ending.kind == "offsets" and any(o == EARLIEST for ps in ending.offsets.values() for o in ps.values()):
+        raise OptionError("Ending offset for a partition can't be earliest (-2) for batch queries on Kafka")
+    if starting.kind == "offsets" and any(o == LATEST for ps in starting.offsets.values() for o in ps.values()):
+        raise OptionError("Starting offset for a partition can't be latest (-1) for batch queries on Kafka")
+
+
+def _trigger_limits(opts: Mapping[str, str], streaming: bool) -> tuple[int | None, int | None]:
+    """maxOffsetsPerTrigger and minOffsetsPerTrigger (batch queries ignore them, with a warning)."""
     max_rows = _int(opts, "maxoffsetspertrigger", None, minimum=1)
     min_rows = _int(opts, "minoffsetspertrigger", None, minimum=1)
     if min_rows is not None and max_rows is not None and min_rows > max_rows:
@@ -269,6 +276,25 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
         for name in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
             if name in opts:  # as Spark's connector: a warning, and the batch reads everything
                 _log.warning("%s option ignored in batch queries", _SPARK_NAMES.get(name, name))
+    return max_rows, min_rows
+
+
+def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    opts = {k.lower(): str(v) for k, v in options.items()}
+    params = kafka_params(opts, SPARK_KAFKA_FORBIDDEN_CONSUMER)
+    strategy, topics, pattern, assign = _strategy(opts)
+    starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest", streaming)
+    ending = _offset_spec(opts, "ending", "latest", streaming)
+    _check_offset_range(opts, starting, ending, streaming)
+    strategy_ts = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
+    if strategy_ts not in ("error", "latest"):
+        raise OptionError("Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got "
+                          f"{strategy_ts!r}")
+    isolation = params.get("isolation.level", "read_uncommitted")
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"Option 'kafka.isolation.level' must be read_uncommitted or read_committed, got "
+                          f"{isolation!r}")
+    max_rows, min_rows = _trigger_limits(opts, streaming)
     return SourceOptions(
         bootstrap=params["bootstrap.servers"], params=params, strategy=strategy, topics=topics, pattern=pattern,
         assign=assign, starting=starting, ending=ending, timestamp_strategy=strategy_ts,

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from shoal.clock import now_ms
 from shoal.spark.options import OptionError, SinkOptions, sink_options
 
 MAX_BATCH_BYTES = 512 * 1024  # well within message.max.bytes (1 MiB by default)
@@ -109,11 +109,8 @@ class _Writer:
 
     def add(self, batch: Any) -> None:
         import numpy as np
-        import pyarrow.compute as pc
 
-        from shoal.client.partitioner import partition_for_key
         from shoal.protocol.record_batch import encode_headers
-        from shoal.spark.arrow_records import encode_records
 
         n = batch.num_rows
         if n == 0:
@@ -125,40 +122,10 @@ class _Writer:
         if "headers" in cols:
             headers = [encode_headers([(h["key"], h["value"]) for h in hs] if hs else None)
                        for hs in batch.column("headers").to_pylist()]
-        if self.opts.topic is not None:
-            topic_names, topic_idx = [self.opts.topic], np.zeros(n, np.int64)
-        else:
-            tcol = batch.column("topic")
-            if tcol.null_count:
-                raise OptionError("Null topic found while writing to Kafka: set the topic option or fill the "
-                                  "topic column")
-            encoded = pc.dictionary_encode(tcol)
-            topic_names = encoded.dictionary.to_pylist()
-            topic_idx = np.asarray(encoded.indices).astype(np.int64)
-        if "partition" in cols:
-            pcol = batch.column("partition")
-            parts = np.asarray(pcol.fill_null(0)).astype(np.int64)
-            unset = np.flatnonzero(np.asarray(pcol.is_null()))
-            if (parts < 0).any():
-                raise ValueError(f"Invalid partition: {int(parts.min())}")
-        else:
-            parts = np.zeros(n, np.int64)
-            unset = np.arange(n)
+        topic_names, topic_idx = self._topics(batch, n)
+        parts, unset = self._given_partitions(batch, n)
         if len(unset):  # Kafka's default partitioner: murmur2 of the key, else one partition per task
-            key_list = keys.take(unset).to_pylist() if keys is not None else [None] * len(unset)
-            how = self.opts.partitioner
-            for i, key in zip(unset.tolist(), key_list, strict=True):
-                topic = topic_names[topic_idx[i]]
-                count = self._num_partitions(topic)
-                if how == "round_robin":  # RoundRobinPartitioner: every record to the next partition
-                    parts[i] = self._next[topic] = (self._next.get(topic, random.randrange(count)) + 1) % count
-                elif key is not None and how == "default":
-                    parts[i] = partition_for_key(key if isinstance(key, bytes) else key.encode(), count)
-                else:
-                    sticky = self._sticky.get(topic)
-                    if sticky is None:
-                        sticky = self._sticky[topic] = random.randrange(count)
-                    parts[i] = sticky
+            self._partition_unset(parts, unset, keys, topic_names, topic_idx)
         group = topic_idx << 32 | parts
         if (group != group[0]).any():
             order = np.argsort(group, kind="stable")
@@ -168,18 +135,72 @@ class _Writer:
             keys = keys.take(take) if keys is not None else None
             headers = [headers[i] for i in order.tolist()] if headers is not None else None
         bounds = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), n]
-        ts = int(time.time() * 1000)
+        ts = now_ms()
         for lo, hi in zip(bounds, bounds[1:], strict=False):
-            topic, part = topic_names[int(group[lo]) >> 32], int(group[lo]) & 0xFFFFFFFF
-            for a, b in self._chunks(values, keys, headers, lo, hi):
-                enc = encode_records(keys.slice(a, b - a) if keys is not None else None, values.slice(a, b - a),
-                                     ts, headers[a:b] if headers is not None else None)
-                if self.before_first_send is not None:
-                    self.before_first_send()
-                    self.before_first_send = None
-                self.sent.append(self.producer.send_batch(topic, part, enc))
-                self.topics.add(topic)
+            self._send_group(topic_names[int(group[lo]) >> 32], int(group[lo]) & 0xFFFFFFFF,
+                             values, keys, headers, lo, hi, ts)
         self.count += n
+
+    def _topics(self, batch: Any, n: int) -> tuple[list[str], Any]:
+        """The batch's topics and, per row, the index of its topic among them."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        if self.opts.topic is not None:
+            return [self.opts.topic], np.zeros(n, np.int64)
+        tcol = batch.column("topic")
+        if tcol.null_count:
+            raise OptionError("Null topic found while writing to Kafka: set the topic option or fill the "
+                              "topic column")
+        encoded = pc.dictionary_encode(tcol)
+        return encoded.dictionary.to_pylist(), np.asarray(encoded.indices).astype(np.int64)
+
+    @staticmethod
+    def _given_partitions(batch: Any, n: int) -> tuple[Any, Any]:
+        """Each row's partition column (0 where null or absent) and the rows that name none."""
+        import numpy as np
+
+        if "partition" not in batch.schema.names:
+            return np.zeros(n, np.int64), np.arange(n)
+        pcol = batch.column("partition")
+        parts = np.asarray(pcol.fill_null(0)).astype(np.int64)
+        unset = np.flatnonzero(np.asarray(pcol.is_null()))
+        if (parts < 0).any():
+            raise ValueError(f"Invalid partition: {int(parts.min())}")
+        return parts, unset
+
+    def _partition_unset(self, parts: Any, unset: Any, keys: Any, topic_names: list[str], topic_idx: Any) -> None:
+        """Partitions for the rows that name none, as the configured Kafka partitioner chooses them."""
+        from shoal.client.partitioner import partition_for_key
+
+        key_list = keys.take(unset).to_pylist() if keys is not None else [None] * len(unset)
+        how = self.opts.partitioner
+        for i, key in zip(unset.tolist(), key_list, strict=True):
+            topic = topic_names[topic_idx[i]]
+            count = self._num_partitions(topic)
+            if how == "round_robin":  # RoundRobinPartitioner: every record to the next partition
+                parts[i] = self._next[topic] = (self._next.get(topic, random.randrange(count)) + 1) % count
+            elif key is not None and how == "default":
+                parts[i] = partition_for_key(key if isinstance(key, bytes) else key.encode(), count)
+            else:
+                sticky = self._sticky.get(topic)
+                if sticky is None:
+                    sticky = self._sticky[topic] = random.randrange(count)
+                parts[i] = sticky
+
+    def _send_group(self, topic: str, part: int, values: Any, keys: Any, headers: Any, lo: int, hi: int,
+                    ts: int) -> None:
+        """Rows [lo, hi), all of one topic-partition, to the producer as whole record batches."""
+        from shoal.spark.arrow_records import encode_records
+
+        for a, b in self._chunks(values, keys, headers, lo, hi):
+            enc = encode_records(keys.slice(a, b - a) if keys is not None else None, values.slice(a, b - a),
+                                 ts, headers[a:b] if headers is not None else None)
+            if self.before_first_send is not None:
+                self.before_first_send()
+                self.before_first_send = None
+            self.sent.append(self.producer.send_batch(topic, part, enc))
+            self.topics.add(topic)
 
     @staticmethod
     def _chunks(values: Any, keys: Any, headers: Any, lo: int, hi: int) -> Iterator[tuple[int, int]]:

@@ -31,16 +31,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
+from shoal.clock import now_ms as wall_clock_ms
 from shoal.protocol import record_batch as rb
 from shoal.storage.config import LogConfig
 from shoal.storage.errors import OffsetOutOfRangeError, StorageError
 from shoal.storage.producer_state import (
     AppendOrigin,
+    BatchMetadata,
     CompletedTxn,
     ProducerStateManager,
     list_snapshots,
@@ -57,10 +58,6 @@ LOG_START_OFFSET_FILE = "log-start-offset"
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -90,7 +87,7 @@ class PartitionLog:
         self.dir = Path(dir)
         self.config = config
         self.dir.mkdir(parents=True, exist_ok=True)
-        now = _now_ms() if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._log_start_offset = 0
@@ -308,39 +305,20 @@ class PartitionLog:
         """
         self._check_open()
         if headers is None:
-            headers = list(rb.iter_batches(buf))
-            end = headers[-1].position + headers[-1].size if headers else 0
-            if end != len(buf):
-                raise rb.CorruptRecordError("append buffer does not hold whole batches only")
+            headers = self._whole_batches(buf)
         if not headers:
             raise ValueError("nothing to append")
-        state = self.producer_state
-        producers = False
-        for h in headers:
-            if h.producer_id >= 0 and not h.is_control:
-                producers = True
-                dup = state.check_batch(h, origin)
-                if dup is not None:
-                    return AppendInfo(base_offset=dup.first_offset, last_offset=dup.last_offset,
-                                      log_append_time=-1, max_timestamp=dup.timestamp, num_batches=0,
-                                      duplicate=True)
-            elif h.is_control:
-                producers = True
+        producers, dup = self._check_producers(headers, origin)
+        if dup is not None:
+            return AppendInfo(base_offset=dup.first_offset, last_offset=dup.last_offset, log_append_time=-1,
+                              max_timestamp=dup.timestamp, num_batches=0, duplicate=True)
         log_append = self.config.log_append_time
         if (assign_offsets or log_append) and memoryview(buf).readonly:
             buf = bytearray(buf)  # bytes given: edit a copy
         if assign_offsets:
-            nxt = self.log_end_offset
-            for h in headers:
-                rb.set_base_offset(buf, h.position, nxt)
-                h.base_offset = nxt
-                nxt += h.last_offset_delta + 1
+            self._assign_offsets(buf, headers)
         else:
-            prev = self.log_end_offset
-            for h in headers:
-                if h.base_offset < prev:
-                    raise ValueError(f"batch base offset {h.base_offset} is below the next offset {prev}")
-                prev = h.next_offset
+            self._check_offsets(headers)
         if log_append:
             for h in headers:
                 rb.set_log_append_time(buf, h.position, now_ms)
@@ -358,12 +336,7 @@ class PartitionLog:
         self._unflushed_messages += records
         if self.auto_high_watermark:
             self.high_watermark = self.log_end_offset
-        cfg = self.config
-        if (
-            cfg.flush_interval_messages is not None
-            and self._unflushed_messages >= cfg.flush_interval_messages
-        ) or (cfg.flush_interval_ms is not None and now_ms - self._last_flush_ms >= cfg.flush_interval_ms):
-            self.flush(now_ms)
+        self._flush_if_due(now_ms)
         return AppendInfo(
             base_offset=first,
             last_offset=last,
@@ -373,6 +346,55 @@ class PartitionLog:
             num_records=records,
             completed_txns=completed,
         )
+
+    @staticmethod
+    def _whole_batches(buf: bytes | bytearray | memoryview) -> list[rb.BatchHeader]:
+        """The headers of the batches of ``buf``, which must hold whole batches only."""
+        headers = list(rb.iter_batches(buf))
+        end = headers[-1].position + headers[-1].size if headers else 0
+        if end != len(buf):
+            raise rb.CorruptRecordError("append buffer does not hold whole batches only")
+        return headers
+
+    def _check_producers(self, headers: list[rb.BatchHeader],
+                         origin: AppendOrigin) -> tuple[bool, BatchMetadata | None]:
+        """Whether any batch touches the producer state, and the batch already in the log that
+        a client's batch repeats (None if none does); raises ProducerStateError."""
+        producers = False
+        for h in headers:
+            if h.producer_id >= 0 and not h.is_control:
+                producers = True
+                dup = self.producer_state.check_batch(h, origin)
+                if dup is not None:
+                    return True, dup
+            elif h.is_control:
+                producers = True
+        return producers, None
+
+    def _assign_offsets(self, buf: bytearray, headers: list[rb.BatchHeader]) -> None:
+        """Consecutive offsets from the log end, written in place."""
+        nxt = self.log_end_offset
+        for h in headers:
+            rb.set_base_offset(buf, h.position, nxt)
+            h.base_offset = nxt
+            nxt += h.last_offset_delta + 1
+
+    def _check_offsets(self, headers: list[rb.BatchHeader]) -> None:
+        """Batches keeping their offsets must not go below the log end offset."""
+        prev = self.log_end_offset
+        for h in headers:
+            if h.base_offset < prev:
+                raise ValueError(f"batch base offset {h.base_offset} is below the next offset {prev}")
+            prev = h.next_offset
+
+    def _flush_if_due(self, now_ms: int) -> None:
+        """flush.messages / flush.ms: flush when either is reached."""
+        cfg = self.config
+        if (
+            cfg.flush_interval_messages is not None
+            and self._unflushed_messages >= cfg.flush_interval_messages
+        ) or (cfg.flush_interval_ms is not None and now_ms - self._last_flush_ms >= cfg.flush_interval_ms):
+            self.flush(now_ms)
 
     def _apply_producer_batches(self, buf: bytes | bytearray | memoryview, headers: list[rb.BatchHeader],
                                 seg: Segment) -> tuple[CompletedTxn, ...]:
@@ -425,7 +447,7 @@ class PartitionLog:
         """Start a new active segment at the log end offset (no-op when the active one is empty)."""
         self._check_open()
         if self._segments[-1].size:
-            self._roll(self.log_end_offset, _now_ms() if now_ms is None else now_ms)
+            self._roll(self.log_end_offset, wall_clock_ms() if now_ms is None else now_ms)
 
     def _fsync_dir(self) -> None:
         fd = os.open(self.dir, os.O_RDONLY)
@@ -441,7 +463,7 @@ class PartitionLog:
         for seg in self._segments:
             seg.fsync()
         self._unflushed_messages = 0
-        self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+        self._last_flush_ms = wall_clock_ms() if now_ms is None else now_ms
 
     def maybe_flush(self, now_ms: int) -> bool:
         """Time-based flush (flush.ms), called by the log manager's timer. True if it flushed."""

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from google_crc32c import value as crc32c
 
-from shoal.protocol.errors import ErrorCode
+from shoal.protocol.errors import CodedError, ErrorCode
 from shoal.protocol.record_batch import CONTROL_ABORT, BatchHeader
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -60,7 +60,7 @@ class AppendOrigin(Enum):
     REPLAY = "replay"  # recovery and replication: nothing is checked
 
 
-class ProducerStateError(Exception):
+class ProducerStateError(CodedError):
     """A batch or marker the producer state refuses; ``error_code`` is Kafka's."""
 
     error_code = ErrorCode.UNKNOWN_SERVER_ERROR

@@ -40,6 +40,7 @@ from shoal.protocol import compression
 from shoal.protocol.codegen import FieldSpec, MessageSpec, StructSpec, load_all
 from shoal.protocol.framing import decode_response_header, encode_request, response_header_version
 from shoal.protocol.generated import API_BY_KEY
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
 from shoal.protocol.record_batch import HEADER_SIZE, _assemble, build_batch
@@ -57,7 +58,9 @@ INTS = {
 }
 # APIs whose requests may legitimately wait (long polls, rebalances, timeouts) or go unanswered
 # (Produce with acks=0).
-MAY_WAIT = {0, 1, 11, 14, 22, 24, 25, 26, 28, 19, 20, 37, 68}
+MAY_WAIT = {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.INIT_PRODUCER_ID,
+            ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT,
+            ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.CONSUMER_GROUP_HEARTBEAT}
 _SIZE = struct.Struct(">i")
 
 
@@ -230,7 +233,7 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 async def advertised_versions(host: str, port: int) -> dict[int, tuple[int, int]]:
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        writer.write(encode_request(18, 3, 1, "fuzzer", ApiVersionsRequest(
+        writer.write(encode_request(ApiKey.API_VERSIONS, 3, 1, "fuzzer", ApiVersionsRequest(
             client_software_name="shoal-fuzzer", client_software_version="1").encode(3)))
         await writer.drain()
         resp = ApiVersionsResponse.decode((await asyncio.wait_for(_read_frame(reader), 10))[4:], 3)
@@ -298,14 +301,14 @@ async def control_client(host: str, port: int, stats: Stats, stop: asyncio.Event
             t0 = time.perf_counter()
             value = b"control-%d" % corr
             try:
-                p = await call(0, 9, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+                p = await call(ApiKey.PRODUCE, 9, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
                     ProduceRequest.TopicProduceData(name=CONTROL_TOPIC, partition_data=[
                         ProduceRequest.PartitionProduceData(index=0, records=build_batch([(0, None, value, [])]))])]),
                     ProduceResponse)
                 pr = p.responses[0].partition_responses[0]
                 if pr.error_code:
                     raise RuntimeError(f"produce error {pr.error_code}")
-                f = await call(1, 12, FetchRequest(
+                f = await call(ApiKey.FETCH, 12, FetchRequest(
                     replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
                     session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=CONTROL_TOPIC, partitions=[
                         FetchRequest.FetchPartition(partition=0, fetch_offset=pr.base_offset,
@@ -468,7 +471,7 @@ def _ensure_control_topic(host: str, port: int) -> None:
         reader, writer = await asyncio.open_connection(host, port)
         req = CreateTopicsRequest(timeout_ms=5000, topics=[CreateTopicsRequest.CreatableTopic(
             name=CONTROL_TOPIC, num_partitions=1, replication_factor=1)])
-        writer.write(encode_request(19, 5, 1, "fuzzer", req.encode(5)))
+        writer.write(encode_request(ApiKey.CREATE_TOPICS, 5, 1, "fuzzer", req.encode(5)))
         await writer.drain()
         await asyncio.wait_for(_read_frame(reader), 10)
         writer.close()

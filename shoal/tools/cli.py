@@ -1,4 +1,5 @@
-"""Argument parsing and entry points of `shoal groups`, `shoal offsets` and `shoal transactions`.
+"""Argument parsing and entry points of the tools: `shoal groups`, `shoal offsets`, `shoal transactions`,
+`shoal topics`, `shoal configs`, `shoal produce` and `shoal consume`.
 
 Kept light (argparse only at import) so that `shoal serve` does not pay for it.
 Failures are one line on stderr and exit status 1, never a traceback.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
 from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from shoal.tools.wire import BrokerConnection, ToolClient, ToolError, error_name
@@ -84,7 +85,7 @@ def describe(client: ToolClient, entity_type: int, name: str, describe_all: bool
     """The configs of one resource ("" is the brokers' cluster default), filtered as kafka-configs."""
     check_entity(entity_type, name)
     conn = _conn(client, entity_type, name)
-    v = conn.version(32)
+    v = conn.version(ApiKey.DESCRIBE_CONFIGS)
     resp = conn.send(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=entity_type, resource_name=name, configuration_keys=None)],
         include_synonyms=True, include_documentation=False), v)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.delete_groups_request import DeleteGroupsRequest
 from shoal.protocol.generated.describe_groups_request import DescribeGroupsRequest
 from shoal.protocol.generated.offset_commit_request import OffsetCommitRequest
@@ -190,7 +191,7 @@ def commit(client: ToolClient, group: str, offsets: dict[TP, int]) -> None:
             committed_metadata=""))
     req = cls(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
               retention_time_ms=-1, topics=[cls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by.items()])
-    v = conn.version(8, 8)
+    v = conn.version(ApiKey.OFFSET_COMMIT, 8)
 
     def call():  # noqa: ANN202
         resp = conn.send(req, v)

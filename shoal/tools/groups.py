@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from shoal.assignors.consumer_protocol import decode_assignment
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_groups_request import DescribeGroupsRequest
 from shoal.protocol.generated.list_groups_request import ListGroupsRequest
 from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
@@ -137,7 +138,7 @@ def list_groups(client: ToolClient, states: Iterable[str] = (),
 
 def _list_node(client: ToolClient, node_id: int, wanted: list[str], out: dict[str, GroupListing]) -> None:
     conn = client.node(node_id)
-    v = conn.version(16)
+    v = conn.version(ApiKey.LIST_GROUPS)
     req = ListGroupsRequest(states_filter=wanted if v >= 4 else [])
 
     def call():  # noqa: ANN202
@@ -176,7 +177,7 @@ def _decode_member_assignment(protocol_type: str, blob: bytes) -> list[tuple[str
 
 def _committed_offsets(conn, group_id: str) -> dict[tuple[str, int], int]:  # noqa: ANN001
     """OffsetFetch for all of the group's partitions: {(topic, partition): offset}."""
-    v = conn.version(9)
+    v = conn.version(ApiKey.OFFSET_FETCH)
     if v >= 8:
         req = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)])
     else:
@@ -234,7 +235,7 @@ def list_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]], time
     out: dict[tuple[str, int], int] = {}
     for leader, topics in by_leader.items():
         conn = client.node(leader)
-        v = conn.version(2)
+        v = conn.version(ApiKey.LIST_OFFSETS)
         req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
             ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=[
                 ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=timestamp,

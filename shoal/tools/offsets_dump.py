@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from shoal.coordinator.group.formatter import format_record
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.fetch_request import FetchRequest
 from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
 from shoal.protocol.record_batch import RecordBatchError, iter_all_records, iter_batches
@@ -36,7 +37,7 @@ class DumpStats:
 
 
 def _earliest(conn: BrokerConnection, partition: int) -> int:
-    v = conn.version(2)
+    v = conn.version(ApiKey.LIST_OFFSETS)
     req = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
         name=OFFSETS_TOPIC, partitions=[ListOffsetsRequest.ListOffsetsPartition(
             partition_index=partition, timestamp=EARLIEST_TIMESTAMP, current_leader_epoch=-1, max_num_offsets=1)])])
@@ -81,9 +82,9 @@ def format_fetched(records: bytes | memoryview, offset: int, end: int, out: Call
 def dump_partition(conn: BrokerConnection, partition: int, topic_id: uuid.UUID, out: Callable[[str], None],
                    stats: DumpStats, *, max_bytes: int = 1024 * 1024) -> None:
     """Print every record of one `__consumer_offsets` partition, from log start to the current end."""
-    v = conn.version(1)
+    v = conn.version(ApiKey.FETCH)
     if v >= 13 and topic_id == _ZERO_UUID:
-        v = conn.version(1, 12)  # no topic id known: use the last version that names topics
+        v = conn.version(ApiKey.FETCH, 12)  # no topic id known: use the last version that names topics
     offset = _earliest(conn, partition)
     end: int | None = None
     partition_bytes = max_bytes

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.create_partitions_request import CreatePartitionsRequest
 from shoal.protocol.generated.create_topics_request import CreateTopicsRequest
 from shoal.protocol.generated.delete_topics_request import DeleteTopicsRequest
@@ -133,7 +134,7 @@ def create_topic(client: ToolClient, name: str, *, partitions: int | None, repli
                      for i, r in enumerate(assignment or [])],
         configs=[cls.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
     conn = _controller(client)
-    v = conn.version(19)
+    v = conn.version(ApiKey.CREATE_TOPICS)
     if v < 4 and (partitions is None or replication_factor is None) and assignment is None:
         raise ToolError("this broker needs --partitions and --replication-factor (CreateTopics < v4)")
     resp = conn.send(cls(topics=[topic], timeout_ms=30000, validate_only=False), v)
@@ -147,7 +148,7 @@ def create_topic(client: ToolClient, name: str, *, partitions: int | None, repli
 
 def delete_topics(client: ToolClient, names: list[str]) -> None:
     conn = _controller(client)
-    v = conn.version(20, 5)  # names, not topic ids
+    v = conn.version(ApiKey.DELETE_TOPICS, 5)  # names, not topic ids
     resp = conn.send(DeleteTopicsRequest(topic_names=names, timeout_ms=30000), v)
     bad = [(r.name, r.error_code, getattr(r, "error_message", None)) for r in resp.responses if r.error_code]
     if bad:
@@ -197,7 +198,7 @@ def describe_topics(client: ToolClient, names: list[str]) -> list[TopicState]:
 
 def _fill_configs(client: ToolClient, states: list[TopicState]) -> None:
     conn = client.node(min(client.brokers))
-    v = conn.version(32)
+    v = conn.version(ApiKey.DESCRIBE_CONFIGS)
     resp = conn.send(DescribeConfigsRequest(resources=[
         DescribeConfigsRequest.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=s.name,
                                                        configuration_keys=None) for s in states],

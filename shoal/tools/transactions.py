@@ -13,10 +13,11 @@ Output columns, order and tab-separated layout are kafka-transactions.sh's.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
+from shoal.clock import now_ms as wall_clock_ms
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_producers_request import DescribeProducersRequest
 from shoal.protocol.generated.describe_transactions_request import DescribeTransactionsRequest
 from shoal.protocol.generated.list_transactions_request import ListTransactionsRequest
@@ -46,17 +47,13 @@ class Producer:
     txn_start_offset: int
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def list_transactions(client: ToolClient, producer_ids: list[int] | None = None) -> list[tuple[str, int, int, str]]:
     """(transactional id, coordinator, producer id, state) from every broker."""
     rows = []
     for node in client.all_nodes():
         conn = client.node(node)
         resp = conn.send(ListTransactionsRequest(state_filters=[], producer_id_filters=producer_ids or []),
-                         conn.version(66, 1))
+                         conn.version(ApiKey.LIST_TRANSACTIONS, 1))
         if resp.error_code:
             raise ToolError(f"listing the transactions of broker {node} failed: {error_name(resp.error_code)}")
         rows += [(t.transactional_id, node, t.producer_id, t.transaction_state) for t in resp.transaction_states]
@@ -69,12 +66,12 @@ def format_list(rows: list[tuple[str, int, int, str]]) -> str:
 
 def describe_transaction(client: ToolClient, transactional_id: str, now_ms: int | None = None) -> list[object]:
     conn = client.find_coordinator(transactional_id, key_type=1)
-    resp = conn.send(DescribeTransactionsRequest(transactional_ids=[transactional_id]), conn.version(65, 0))
+    resp = conn.send(DescribeTransactionsRequest(transactional_ids=[transactional_id]), conn.version(ApiKey.DESCRIBE_TRANSACTIONS, 0))
     st = resp.transaction_states[0]
     if st.error_code:
         raise ToolError(f"Failed to describe transaction state of transactional-id `{transactional_id}`: "
                         f"{error_name(st.error_code)}")
-    now = _now_ms() if now_ms is None else now_ms
+    now = wall_clock_ms() if now_ms is None else now_ms
     started = st.transaction_start_time_ms
     parts = ",".join(f"{t.topic}-{p}" for t in st.topics for p in t.partitions)
     return [client.last_coordinator, transactional_id, st.producer_id, st.producer_epoch, st.transaction_state,
@@ -108,7 +105,7 @@ def describe_producers(client: ToolClient, partitions: list[tuple[str, int]], br
         conn = client.node(node)
         resp = conn.send(DescribeProducersRequest(topics=[
             DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps) for t, ps in by_topic.items()]),
-            conn.version(61, 0))
+            conn.version(ApiKey.DESCRIBE_PRODUCERS, 0))
         for t in resp.topics:
             for p in t.partitions:
                 if p.error_code:
@@ -140,7 +137,7 @@ def find_hanging(client: ToolClient, *, broker_id: int | None, topic: str | None
         md = client.metadata([topic] if topic is not None else None)
         partitions = [(t.name, p.partition_index) for t in md.topics if not t.error_code for p in t.partitions
                       if broker_id is None or broker_id in p.replica_nodes]
-    now = _now_ms() if now_ms is None else now_ms
+    now = wall_clock_ms() if now_ms is None else now_ms
     limit = max_transaction_timeout_min * 60_000
     candidates = [s for s in describe_producers(client, partitions, broker_id)
                   if s.txn_start_offset >= 0 and now - s.last_timestamp > limit]
@@ -154,7 +151,7 @@ def find_hanging(client: ToolClient, *, broker_id: int | None, topic: str | None
             hanging.append(c)
             continue
         conn = client.find_coordinator(tid, key_type=1)
-        st = conn.send(DescribeTransactionsRequest(transactional_ids=[tid]), conn.version(65, 0)).transaction_states[0]
+        st = conn.send(DescribeTransactionsRequest(transactional_ids=[tid]), conn.version(ApiKey.DESCRIBE_TRANSACTIONS, 0)).transaction_states[0]
         if st.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
             hanging.append(c)
         elif st.error_code:
@@ -165,7 +162,7 @@ def find_hanging(client: ToolClient, *, broker_id: int | None, topic: str | None
 
 
 def format_hanging(hanging: list[Producer], now_ms: int | None = None) -> str:
-    now = _now_ms() if now_ms is None else now_ms
+    now = wall_clock_ms() if now_ms is None else now_ms
     return format_tab_table(HANGING_HEADERS, [
         (h.topic, h.partition, h.producer_id, h.producer_epoch, h.coordinator_epoch, h.txn_start_offset,
          h.last_timestamp, (now - h.last_timestamp) // 60_000) for h in hanging])
@@ -196,7 +193,7 @@ def abort_transaction(client: ToolClient, topic: str, partition: int, *, start_o
         producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
         coordinator_epoch=max(coordinator_epoch, 0),
         topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])])]),
-        conn.version(27, 1))
+        conn.version(ApiKey.WRITE_TXN_MARKERS, 1))
     code = resp.markers[0].topics[0].partitions[0].error_code
     if code:
         raise ToolError(f"Failed to abort the transaction of producer {producer_id} on {topic}-{partition}: "

@@ -5,7 +5,7 @@ against any Kafka-compatible cluster. This module is deliberately small: one
 blocking socket per broker, one request in flight at a time, ApiVersions
 negotiation (highest version both sides know), bootstrap, Metadata and
 FindCoordinator routing. It uses only the generated codecs and the framing
-helpers of `shoal.protocol`.
+helpers of `shoal.protocol`, and the client's bootstrap parser.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import socket
 import struct
 from typing import Any
 
+from shoal.client.config import parse_bootstrap
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.framing import (
-    API_VERSIONS_KEY,
     decode_response_header,
     encode_request,
     response_header_version,
 )
 from shoal.protocol.generated import api_spec
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
 from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
@@ -55,20 +56,15 @@ def error_name(code: int) -> str:
         return f"error {code}"
 
 
-def parse_bootstrap(spec: str) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9093"`` -> ``[("h1", 9092), ("h2", 9093)]``; ToolError if malformed."""
-    out: list[tuple[str, int]] = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        host, sep, port = part.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ToolError(f"bad bootstrap server {part!r} (expected HOST:PORT)")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
+def _bootstrap_servers(spec: str) -> list[tuple[str, int]]:
+    """The client's ``parse_bootstrap`` of ``spec``, its complaints (and an empty spec) as ToolError."""
+    try:
+        servers = parse_bootstrap(spec)
+    except ValueError as e:
+        raise ToolError(str(e)) from None
+    if not servers:
         raise ToolError("no bootstrap server given")
-    return out
+    return servers
 
 
 def pick_version(broker_range: tuple[int, int] | None, tool_range: tuple[int, int],
@@ -132,14 +128,14 @@ class BrokerConnection:
 
     def _negotiate(self) -> None:
         probe = ApiVersionsRequest(client_software_name="shoal-tools", client_software_version="0")
-        body = self._roundtrip(API_VERSIONS_KEY, _API_VERSIONS_PROBE, probe.encode(_API_VERSIONS_PROBE))
+        body = self._roundtrip(ApiKey.API_VERSIONS, _API_VERSIONS_PROBE, probe.encode(_API_VERSIONS_PROBE))
         try:
             resp = ApiVersionsResponse.decode(body, _API_VERSIONS_PROBE)
         except ValueError:
             resp = None
         if resp is None or resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
             # An older broker answers in v0 and lists what it knows; retry at v0.
-            body = self._roundtrip(API_VERSIONS_KEY, 0, ApiVersionsRequest().encode(0))
+            body = self._roundtrip(ApiKey.API_VERSIONS, 0, ApiVersionsRequest().encode(0))
             resp = ApiVersionsResponse.decode(body, 0)
         if resp.error_code != ErrorCode.NONE:
             raise ToolError(f"ApiVersions failed on {self.host}:{self.port}: {error_name(resp.error_code)}")
@@ -183,7 +179,7 @@ class ToolClient:
 
     def __init__(self, bootstrap: str = DEFAULT_BOOTSTRAP, *, timeout: float = 10.0) -> None:
         self.timeout = timeout
-        self._bootstrap = parse_bootstrap(bootstrap)
+        self._bootstrap = _bootstrap_servers(bootstrap)
         self._by_node: dict[int, BrokerConnection] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.last_coordinator = -1  # node id of the last coordinator found
@@ -207,7 +203,7 @@ class ToolClient:
     def metadata(self, topics: list[str] | None = None) -> Any:
         """A Metadata response for ``topics`` (None: all topics); refreshes ``brokers``."""
         conn = self._any
-        v = conn.version(3)
+        v = conn.version(ApiKey.METADATA)
         if topics is None:
             req_topics = None if v >= 1 else []
         else:
@@ -241,7 +237,7 @@ class ToolClient:
     def find_coordinator(self, key: str, key_type: int = 0) -> BrokerConnection:
         """The connection to the coordinator of a group (key type 0) or a transactional id (1)."""
         conn = self._any
-        v = conn.version(10)
+        v = conn.version(ApiKey.FIND_COORDINATOR)
         if v >= 4:
             resp = conn.send(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]), v)
             c = resp.coordinators[0]

@@ -12,18 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shoal.testing.process import BrokerProcess
-
-
-class ShoalProcess(BrokerProcess):
-    """shoal.testing's BrokerProcess under the names these tests use."""
-
-    @property
-    def bootstrap(self) -> str:
-        return self.bootstrap_servers
-
-    def kill9(self) -> None:
-        self.kill()
+from tests.interop.shoal_process import ShoalProcess
 
 
 @pytest.fixture

@@ -225,6 +225,17 @@ def describe_group(bootstrap: str, group: str) -> GroupView:
     return GroupView(desc.state.name, desc.partition_assignor, desc.coordinator.id, members, ids, inst)
 
 
+def committed_offsets(bootstrap: str, group: str) -> dict[TP, int]:
+    """OffsetFetch through confluent-kafka's AdminClient."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=10)
+    got = res[group].result(15)
+    return {(tp.topic, tp.partition): tp.offset for tp in got.topic_partitions if tp.offset >= 0}
+
+
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 

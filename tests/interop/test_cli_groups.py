@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from shoal.coordinator.group.partitioning import group_partition
+from shoal.coordinator.partitioning import partition_for as group_partition
 
 TOPIC = "cli-t"
 GROUP = "cli-g"

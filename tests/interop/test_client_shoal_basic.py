@@ -30,8 +30,7 @@ from shoal.client import (
 )
 from shoal.client.partitioner import partition_for_key
 from shoal.protocol.errors import ErrorCode
-
-from .conftest import ShoalProcess
+from tests.interop.shoal_process import ShoalProcess
 
 pytestmark = pytest.mark.timeout(60)
 

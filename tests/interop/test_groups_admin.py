@@ -16,6 +16,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka import errors as kp_errors
 
 from tests.interop.group_helpers import (
+    committed_offsets,
     create_topic,
     describe_group,
     kafka_conf,
@@ -23,7 +24,6 @@ from tests.interop.group_helpers import (
     produce,
     wait_until,
 )
-from tests.interop.test_groups_offsets import committed_offsets
 
 PARTS = 3
 TOTAL = 30

@@ -29,7 +29,7 @@ from tests.interop.group_helpers import (
     produce,
     wait_until,
 )
-from tests.interop.test_kcat import KCAT
+from tests.interop.kcat_helpers import KCAT
 
 TOPIC_PARTS = 6
 

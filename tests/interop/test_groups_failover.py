@@ -19,6 +19,7 @@ import pytest
 from tests.interop.group_helpers import (
     Member,
     assert_partitioned,
+    committed_offsets,
     create_topic,
     describe_group,
     group_state,
@@ -28,7 +29,6 @@ from tests.interop.group_helpers import (
     produce,
     wait_until,
 )
-from tests.interop.test_groups_offsets import committed_offsets
 
 PARTS = 6
 BATCH = 60

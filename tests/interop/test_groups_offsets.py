@@ -9,12 +9,11 @@ broker restart, and across kill -9 of the broker with a flush per message.
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka.admin import AdminClient
 
 from tests.interop.group_helpers import (
     Member,
     Members,
+    committed_offsets,
     create_topic,
     kafka_conf,
     members,  # noqa: F401 - fixture
@@ -24,14 +23,6 @@ from tests.interop.group_helpers import (
 
 PARTS = 3
 TOTAL = 60
-
-
-def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    """OffsetFetch through confluent-kafka's AdminClient."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=10)
-    got = res[group].result(15)
-    return {(tp.topic, tp.partition): tp.offset for tp in got.topic_partitions if tp.offset >= 0}
 
 
 def _consume_part(ms: Members, client: str, bs: str, group: str, topic: str, name: str,

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 
 import pytest
 
 from tests.interop.dataset import CODECS
-
-# scripts/test.sh installs kcat; a missing kcat fails these tests rather than skipping them.
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
-
-
-def kcat(*args: str, input: str | None = None, timeout: float = 30) -> str:
-    assert KCAT is not None, "kcat is not installed (scripts/test.sh installs it)"
-    out = subprocess.run([KCAT, *args], input=input, capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+from tests.interop.kcat_helpers import kcat
 
 
 def test_kcat_metadata_lists_brokers_and_topics(shoal_cluster):

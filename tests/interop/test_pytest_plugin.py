@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.conftest import ShoalProcess
+from tests.interop.shoal_process import ShoalProcess
 
 USER_SUITE = Path(__file__).parent / "plugin_user"
 

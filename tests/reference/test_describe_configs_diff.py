@@ -195,11 +195,12 @@ def test_group_configs_are_a_listed_difference(fresh_pair: tuple[str, str]) -> N
 # ---------------------------------------------------------------- the fixes, pinned without Kafka
 def test_a_property_given_equal_to_its_default_is_static() -> None:
     """Kafka reports what server.properties sets as STATIC_BROKER_CONFIG, default value or not."""
-    from shoal.broker.config import BrokerConfig
-    from shoal.broker.handlers.describe_configs import SOURCE_STATIC_BROKER, broker_layers
+    from shoal.broker.config import BrokerConfig, ConfigSource
+    from shoal.broker.handlers.describe_configs import broker_layers
 
-    assert broker_layers(BrokerConfig({"num.partitions": "1"}), "num.partitions")[0] == ("1", SOURCE_STATIC_BROKER)
-    assert broker_layers(BrokerConfig({}), "num.partitions")[0][1] != SOURCE_STATIC_BROKER
+    static = ConfigSource.STATIC_BROKER_CONFIG
+    assert broker_layers(BrokerConfig({"num.partitions": "1"}), "num.partitions")[0] == ("1", static)
+    assert broker_layers(BrokerConfig({}), "num.partitions")[0][1] != static
 
 
 def test_list_and_int_broker_config_types() -> None:
@@ -253,10 +254,10 @@ def test_passive_topic_configs_have_their_broker_synonyms() -> None:
 
 def test_cluster_default_resource_lists_only_its_own_synonyms() -> None:
     """Kafka lists, for the cluster default resource, the dynamic default layer only."""
-    from shoal.broker.config import BrokerConfig
-    from shoal.broker.handlers.describe_configs import SOURCE_DYNAMIC_DEFAULT_BROKER, broker_synonym_layers
+    from shoal.broker.config import BrokerConfig, ConfigSource
+    from shoal.broker.handlers.describe_configs import broker_synonym_layers
 
     config = BrokerConfig({"min.insync.replicas": "2"}).with_dynamic({"min.insync.replicas": "1"}, {})
     assert broker_synonym_layers(config, "min.insync.replicas", cluster_default=True) == [
-        ("1", SOURCE_DYNAMIC_DEFAULT_BROKER)]
+        ("1", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
     assert len(broker_synonym_layers(config, "min.insync.replicas", cluster_default=False)) == 3

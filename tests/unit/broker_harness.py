@@ -18,6 +18,11 @@ from shoal.broker.broker import Broker
 from shoal.broker.config import BrokerConfig
 from shoal.protocol.framing import decode_response_header, encode_request, response_header_version
 from shoal.protocol.generated import API_BY_KEY
+from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.create_topics_request import CreateTopicsRequest
+from shoal.protocol.generated.fetch_request import FetchRequest
+from shoal.protocol.generated.produce_request import ProduceRequest
+from shoal.protocol.record_batch import build_batch
 
 
 @asynccontextmanager
@@ -76,3 +81,39 @@ class RawClient:
             await self.writer.wait_closed()
         except (ConnectionResetError, BrokenPipeError):
             pass
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def produce_req(topic: str, partition: int, records: bytes | None, acks: int = 1) -> ProduceRequest:
+    return ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=records)])])
+
+
+def fetch_req(topic: str, partition: int, offset: int, *, max_wait: int = 0, min_bytes: int = 0,
+              max_bytes: int = 10_000_000, partition_max: int = 1_000_000) -> FetchRequest:
+    return FetchRequest(replica_id=-1, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
+                        isolation_level=0, session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
+                            topic=topic, partitions=[FetchRequest.FetchPartition(
+                                partition=partition, fetch_offset=offset, partition_max_bytes=partition_max)])])
+
+
+def create_req(name: str, partitions: int = 1, rf: int = 1, configs: dict | None = None) -> CreateTopicsRequest:
+    return CreateTopicsRequest(timeout_ms=5000, topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=rf,
+        configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])])
+
+
+def batch(n: int, size: int = 10, ts: int = 1000) -> bytes:
+    return build_batch([(ts + i, f"k{i}".encode(), b"v" * size, []) for i in range(n)])
+
+
+def port(broker, node_id: int | None = None) -> int:
+    return broker.nodes[node_id if node_id is not None else broker.node_ids[0]].port
+
+
+async def produce_one(client: RawClient, topic: str, partition: int, records: bytes, acks: int = 1):
+    resp = await client.call(ApiKey.PRODUCE, 9, produce_req(topic, partition, records, acks))
+    return resp.responses[0].partition_responses[0]

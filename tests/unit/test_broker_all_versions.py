@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.metadata_request import MetadataRequest
 from tests.unit.broker_harness import RawClient, running_broker
 
@@ -22,7 +23,7 @@ def test_every_advertised_version_answers(tmp_path):
                     c = await RawClient.connect(b.nodes[0].port)
                     try:
                         request = api.request()
-                        if api.api_key == 0:
+                        if api.api_key == ApiKey.PRODUCE:
                             request.acks = 1  # acks=0 is answered by silence
                         resp = await c.call(api.api_key, version, request, timeout=10)
                         assert isinstance(resp, api.response)
@@ -35,5 +36,5 @@ def test_every_advertised_version_answers(tmp_path):
                         await c.close()
             assert answered > 150
             c = await RawClient.connect(b.nodes[0].port)
-            assert (await c.call(3, 12, MetadataRequest(topics=None))).brokers
+            assert (await c.call(ApiKey.METADATA, 12, MetadataRequest(topics=None))).brokers
     asyncio.run(asyncio.wait_for(main(), 120))

@@ -7,16 +7,16 @@ import socket
 import struct
 
 from shoal.protocol.framing import encode_request
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.metadata_request import MetadataRequest
 from shoal.protocol.record_batch import build_batch
-from tests.unit.broker_harness import RawClient, running_broker
-from tests.unit.test_broker_errors import create_req, port, produce_req, run
+from tests.unit.broker_harness import RawClient, create_req, port, produce_req, run, running_broker
 
 
 async def _still_open(c: RawClient) -> bool:
     try:
-        return bool((await c.call(3, 12, MetadataRequest(topics=None), timeout=5)).brokers)
+        return bool((await c.call(ApiKey.METADATA, 12, MetadataRequest(topics=None), timeout=5)).brokers)
     except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
         return False
 
@@ -46,7 +46,7 @@ def test_idle_connections_hold_no_buffer_and_are_closed_after_idle_ms(tmp_path):
         async with running_broker(tmp_path, connections_max_idle_ms="800") as b:
             conns = [await RawClient.connect(port(b)) for _ in range(200)]
             for c in conns:
-                await c.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+                await c.call(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
             assert b.request_memory.used == 0  # answered: nothing held
             await asyncio.sleep(1.6)
             closed = [await c.is_closed(3) for c in conns[:5]]
@@ -62,11 +62,11 @@ def test_budget_pauses_reading_and_large_requests_never_wait_for_each_other(tmp_
     async def main():
         async with running_broker(tmp_path, queued_max_request_bytes="1000000") as b:
             admin = await RawClient.connect(port(b))
-            await admin.call(19, 5, create_req("t"))
+            await admin.call(ApiKey.CREATE_TOPICS, 5, create_req("t"))
             frames = []
             for i in range(4):
                 records = build_batch([(1000, b"k", bytes([65 + i]) * 700_000, [])])
-                frames.append(encode_request(0, 9, 1, "slow", produce_req("t", 0, records).encode(9)))
+                frames.append(encode_request(ApiKey.PRODUCE, 9, 1, "slow", produce_req("t", 0, records).encode(9)))
             conns = [await RawClient.connect(port(b)) for _ in frames]
             for c, f in zip(conns, frames, strict=True):
                 await c.send_raw(f[: len(f) // 2])
@@ -103,12 +103,12 @@ def test_a_frame_header_split_across_reads_and_many_frames_in_one(tmp_path):
     async def main():
         async with running_broker(tmp_path) as b:
             c = await RawClient.connect(port(b))
-            frame = encode_request(3, 12, 7, "x", MetadataRequest(topics=None).encode(12))
+            frame = encode_request(ApiKey.METADATA, 12, 7, "x", MetadataRequest(topics=None).encode(12))
             for i in range(len(frame)):
                 await c.send_raw(frame[i:i + 1])
             resp = await c.read_frame()
             assert struct.unpack_from(">i", resp)[0] == 7
-            many = b"".join(encode_request(3, 12, 100 + i, "x", MetadataRequest(topics=None).encode(12))
+            many = b"".join(encode_request(ApiKey.METADATA, 12, 100 + i, "x", MetadataRequest(topics=None).encode(12))
                             for i in range(300))
             await c.send_raw(many)
             ids = [struct.unpack_from(">i", await c.read_frame())[0] for _ in range(300)]
@@ -122,9 +122,9 @@ def test_thousands_of_pipelined_requests_across_read_buffer_boundaries(tmp_path)
     async def main():
         async with running_broker(tmp_path) as b:
             c = await RawClient.connect(port(b))
-            await c.call(19, 5, create_req("t", partitions=2000))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("t", partitions=2000))
             records = build_batch([(1000, None, b"x" * 37, [])])
-            frames = b"".join(encode_request(0, 9, i, "p", produce_req("t", i, records).encode(9))
+            frames = b"".join(encode_request(ApiKey.PRODUCE, 9, i, "p", produce_req("t", i, records).encode(9))
                               for i in range(2000))
             c.writer.write(frames)
             ids = [struct.unpack_from(">i", await c.read_frame(20))[0] for _ in range(2000)]
@@ -146,16 +146,16 @@ def test_a_client_that_never_reads_cannot_starve_other_fetches(tmp_path):
     async def main():
         async with running_broker(tmp_path, fetch_memory_max_bytes=str(16 << 20)) as b:
             c = await RawClient.connect(port(b))
-            await c.call(19, 5, create_req("t"))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("t"))
             for i in range(24):
-                r = await c.call(0, 9, produce_req("t", 0, build_batch([(1000, None, bytes([i]) * 900_000, [])])))
+                r = await c.call(ApiKey.PRODUCE, 9, produce_req("t", 0, build_batch([(1000, None, bytes([i]) * 900_000, [])])))
                 assert r.responses[0].partition_responses[0].error_code == 0
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window
             sock.connect(("127.0.0.1", port(b)))
             reader, writer = await asyncio.open_connection(sock=sock)
             writer.transport.pause_reading()  # reads nothing: the answer piles up unsent
-            writer.write(encode_request(1, 12, 1, "hog", big_fetch().encode(12)))
+            writer.write(encode_request(ApiKey.FETCH, 12, 1, "hog", big_fetch().encode(12)))
             await asyncio.sleep(0.5)
             assert b.response_memory.used > 8 << 20  # the unsent answer holds the budget
             loop = asyncio.get_running_loop()
@@ -164,7 +164,7 @@ def test_a_client_that_never_reads_cannot_starve_other_fetches(tmp_path):
                 await asyncio.sleep(0.2)
             assert b.response_memory.used == 0  # given back though the client still reads nothing
             other = await RawClient.connect(port(b))
-            r = await other.call(1, 12, big_fetch(), timeout=20)
+            r = await other.call(ApiKey.FETCH, 12, big_fetch(), timeout=20)
             assert len(r.responses[0].partitions[0].records) > 8 << 20  # a whole budget's worth
             writer.close()
     run(main())

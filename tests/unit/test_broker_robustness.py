@@ -6,11 +6,11 @@ import asyncio
 import uuid
 
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.fetch_request import FetchRequest
 from shoal.protocol.generated.metadata_request import MetadataRequest
 from shoal.protocol.record_batch import iter_all_records
-from tests.unit.broker_harness import RawClient, running_broker
-from tests.unit.test_broker_errors import _produce_one, batch, create_req, port, run
+from tests.unit.broker_harness import RawClient, batch, create_req, port, produce_one, run, running_broker
 
 
 def test_fetch_without_partitions_waits_and_answers(tmp_path):
@@ -22,10 +22,10 @@ def test_fetch_without_partitions_waits_and_answers(tmp_path):
             loop = asyncio.get_running_loop()
             t0 = loop.time()
             for version in (4, 12, 16):
-                f = await c.call(1, version, req)
+                f = await c.call(ApiKey.FETCH, version, req)
                 assert f.responses == []
             assert loop.time() - t0 >= 0.5  # each waited max_wait_ms, as Kafka
-            assert (await c.call(3, 12, MetadataRequest(topics=None))).brokers  # still connected
+            assert (await c.call(ApiKey.METADATA, 12, MetadataRequest(topics=None))).brokers  # still connected
     run(main())
 
 
@@ -33,24 +33,24 @@ def test_broker_fetch_max_bytes_bounds_every_response(tmp_path):
     async def main():
         async with running_broker(tmp_path, fetch_max_bytes="40000") as b:
             c = await RawClient.connect(port(b))
-            await c.call(19, 5, create_req("t", partitions=2))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("t", partitions=2))
             for p in (0, 1):
                 for _ in range(4):
-                    await _produce_one(c, "t", p, batch(5, size=3000))  # ~15 KB each
+                    await produce_one(c, "t", p, batch(5, size=3000))  # ~15 KB each
             req = FetchRequest(
                 replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=50_000_000, isolation_level=0,
                 session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t", partitions=[
                     FetchRequest.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=10_000_000)
                     for p in (0, 1)])])
             for version in (4, 12):
-                f = await c.call(1, version, req)
+                f = await c.call(ApiKey.FETCH, version, req)
                 sizes = [len(p.records) for p in f.responses[0].partitions]
                 assert 15_000 < sum(sizes) <= 40_000, sizes
             # the first batch still comes back whole when it alone is larger than the cap
-            await c.call(19, 5, create_req("big"))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("big"))
             big = batch(4, size=15_000)
-            await _produce_one(c, "big", 0, big)
-            f = await c.call(1, 12, FetchRequest(
+            await produce_one(c, "big", 0, big)
+            f = await c.call(ApiKey.FETCH, 12, FetchRequest(
                 replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=50_000_000, isolation_level=0,
                 session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="big", partitions=[
                     FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=10_000_000)])]))
@@ -63,19 +63,19 @@ def test_metadata_topic_by_id_and_null_name(tmp_path):
     async def main():
         async with running_broker(tmp_path) as b:
             c = await RawClient.connect(port(b))
-            await c.call(19, 5, create_req("t"))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("t"))
             topic_id = b.metadata.topics["t"].topic_id
             unknown = uuid.uuid4()
             for version in (10, 11):  # name not nullable in the answer: Kafka's INVALID_REQUEST
-                m = await c.call(3, version, MetadataRequest(topics=[
+                m = await c.call(ApiKey.METADATA, version, MetadataRequest(topics=[
                     MetadataRequest.MetadataRequestTopic(topic_id=topic_id, name=None)]))
                 assert [(t.error_code, t.name) for t in m.topics] == [(ErrorCode.INVALID_REQUEST, "")]
-            m = await c.call(3, 12, MetadataRequest(topics=[
+            m = await c.call(ApiKey.METADATA, 12, MetadataRequest(topics=[
                 MetadataRequest.MetadataRequestTopic(topic_id=topic_id, name=None),
                 MetadataRequest.MetadataRequestTopic(topic_id=unknown, name=None)]))
             assert [(t.error_code, t.name, t.topic_id) for t in m.topics] == [
                 (ErrorCode.NONE, "t", topic_id), (ErrorCode.UNKNOWN_TOPIC_ID, None, unknown)]
-            assert (await c.call(3, 12, MetadataRequest(topics=None))).brokers  # still connected
+            assert (await c.call(ApiKey.METADATA, 12, MetadataRequest(topics=None))).brokers  # still connected
     run(main())
 
 
@@ -123,20 +123,20 @@ def test_corrupt_records_with_a_valid_crc_are_refused(tmp_path):
     async def main():
         async with running_broker(tmp_path) as b:
             c = await RawClient.connect(port(b))
-            await c.call(19, 5, create_req("t"))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("t"))
             for name, records in cases.items():
-                r = await _produce_one(c, "t", 0, records)
+                r = await produce_one(c, "t", 0, records)
                 assert r.error_code == ErrorCode.INVALID_RECORD, (name, r)
-            ok = await _produce_one(c, "t", 0, build_batch([(2000, b"k", b"good", [("h", b"x")])]))
+            ok = await produce_one(c, "t", 0, build_batch([(2000, b"k", b"good", [("h", b"x")])]))
             assert ok.error_code == 0 and ok.base_offset == 0  # nothing bad was stored before it
             # the compressed path accepts what is well formed
             fine = build_batch([(2001, b"k", b"z" * 1000, [])] * 3, compression=compression.ZSTD)
-            assert (await _produce_one(c, "t", 0, fine)).error_code == 0
-            lo = await c.call(2, 7, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+            assert (await produce_one(c, "t", 0, fine)).error_code == 0
+            lo = await c.call(ApiKey.LIST_OFFSETS, 7, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
                 ListOffsetsRequest.ListOffsetsTopic(name="t", partitions=[
                     ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=1500)])]))
             assert lo.topics[0].partitions[0].offset == 0
-            f = await c.call(1, 12, FetchRequest(
+            f = await c.call(ApiKey.FETCH, 12, FetchRequest(
                 replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1_000_000, isolation_level=0, session_id=0,
                 session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t", partitions=[
                     FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1_000_000)])]))
@@ -157,24 +157,24 @@ def test_partition_counts_are_bounded_and_creation_opens_no_files(tmp_path):
         async with running_broker(tmp_path) as b:
             c = await RawClient.connect(port(b))
             for n in (10_000, 0x7FFFFFFF):
-                r = await c.call(19, 5, create_req(f"huge{n}", partitions=n))
+                r = await c.call(ApiKey.CREATE_TOPICS, 5, create_req(f"huge{n}", partitions=n))
                 assert r.topics[0].error_code == ErrorCode.POLICY_VIOLATION, n
                 assert r.topics[0].error_message == "Unable to perform excessively large batch operation."
             assert not any(t.startswith("huge") for t in b.metadata.topics)
             fds = len(os.listdir("/proc/self/fd"))
             for i in range(10):
-                r = await c.call(19, 5, create_req(f"many{i}", partitions=9_999))
+                r = await c.call(ApiKey.CREATE_TOPICS, 5, create_req(f"many{i}", partitions=9_999))
                 assert r.topics[0].error_code == 0
             assert len(os.listdir("/proc/self/fd")) - fds < 20  # not one per partition
-            r = await c.call(37, 3, CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
+            r = await c.call(ApiKey.CREATE_PARTITIONS, 3, CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
                 CreatePartitionsRequest.CreatePartitionsTopic(name="many0", count=0x7FFFFFFF, assignments=None)]))
             assert r.results[0].error_code == ErrorCode.POLICY_VIOLATION
-            r = await c.call(37, 3, CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
+            r = await c.call(ApiKey.CREATE_PARTITIONS, 3, CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
                 CreatePartitionsRequest.CreatePartitionsTopic(name="many0", count=10_100, assignments=None)]))
             assert r.results[0].error_code == 0 and b.metadata.topics["many0"].num_partitions == 10_100
             # a partition made on first use is there for produce and fetch
-            assert (await _produce_one(c, "many9", 9_998, batch(1))).error_code == 0
-            m = await c.call(3, 12, MetadataRequest(topics=None))
+            assert (await produce_one(c, "many9", 9_998, batch(1))).error_code == 0
+            m = await c.call(ApiKey.METADATA, 12, MetadataRequest(topics=None))
             assert sum(len(t.partitions) for t in m.topics) == 9 * 9_999 + 10_100
     run(main())
 
@@ -183,39 +183,39 @@ def test_records_refused_one_by_one_are_named_in_the_response(tmp_path):
     """KIP-467, as Kafka's LogValidator: a compacted topic refuses a batch with records without a
     key, naming each such record; timestamps outside message.timestamp.before/after.max.ms are
     refused with INVALID_TIMESTAMP. Nothing of a refused batch is stored."""
-    from shoal.broker.clock import now_ms
+    from shoal.clock import now_ms
     from shoal.protocol.compression import LZ4
     from shoal.protocol.record_batch import build_batch
 
     async def main():
         async with running_broker(tmp_path) as b:
             c = await RawClient.connect(port(b))
-            await c.call(19, 5, create_req("compacted", configs={"cleanup.policy": "compact"}))
-            await c.call(19, 5, create_req("bounded", configs={"message.timestamp.before.max.ms": "60000",
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("compacted", configs={"cleanup.policy": "compact"}))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("bounded", configs={"message.timestamp.before.max.ms": "60000",
                                                                 "message.timestamp.after.max.ms": "1000"}))
-            await c.call(19, 5, create_req("old", configs={"message.timestamp.difference.max.ms": "60000",
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("old", configs={"message.timestamp.difference.max.ms": "60000",
                                                             "message.format.version": "0.10.0.0"}))
             mixed = [(1000, None if i % 3 == 0 else b"k%d" % i, b"v", []) for i in range(7)]
             for codec in (0, LZ4):
-                r = await _produce_one(c, "compacted", 0, build_batch(mixed, compression=codec))
+                r = await produce_one(c, "compacted", 0, build_batch(mixed, compression=codec))
                 assert r.error_code == ErrorCode.INVALID_RECORD, r
                 assert [e.batch_index for e in r.record_errors] == [0, 3, 6]
                 assert "without key in topic partition compacted-0" in r.record_errors[0].batch_index_error_message
                 assert r.error_message.startswith("One or more records have been rejected due to 3 record errors")
-            ok = await _produce_one(c, "compacted", 0, build_batch([(1000, b"k", b"v", [])]))
+            ok = await produce_one(c, "compacted", 0, build_batch([(1000, b"k", b"v", [])]))
             assert (ok.error_code, ok.base_offset, ok.record_errors) == (0, 0, [])
 
             now = now_ms()
             for topic in ("bounded", "old"):
                 stale = build_batch([(now, b"a", b"v", []), (now - 3_600_000, b"b", b"v", [])])
-                r = await _produce_one(c, topic, 0, stale)
+                r = await produce_one(c, topic, 0, stale)
                 assert r.error_code == ErrorCode.INVALID_TIMESTAMP, r
                 assert [e.batch_index for e in r.record_errors] == [1]
-                assert (await _produce_one(c, topic, 0, build_batch([(now, b"a", b"v", [])]))).error_code == 0
+                assert (await produce_one(c, topic, 0, build_batch([(now, b"a", b"v", [])]))).error_code == 0
             future = build_batch([(now + 30_000, b"a", b"v", [])])
-            assert (await _produce_one(c, "bounded", 0, future)).error_code == ErrorCode.INVALID_TIMESTAMP
-            assert (await _produce_one(c, "old", 0, future)).error_code == 0  # within difference.max.ms
+            assert (await produce_one(c, "bounded", 0, future)).error_code == ErrorCode.INVALID_TIMESTAMP
+            assert (await produce_one(c, "old", 0, future)).error_code == 0  # within difference.max.ms
 
-            bad = await c.call(19, 5, create_req("nope", configs={"message.format.version": "0.7"}))
+            bad = await c.call(ApiKey.CREATE_TOPICS, 5, create_req("nope", configs={"message.format.version": "0.7"}))
             assert bad.topics[0].error_code == ErrorCode.INVALID_CONFIG
     run(main())

@@ -144,7 +144,7 @@ def test_tagged_struct_includes_its_own_tag_section(probes: tuple[type, type]) -
 
 def test_unknown_tags_on_real_messages() -> None:
     """Append unknown tags to the top-level tag section of every flexible message."""
-    from tests.unit.test_protocol_roundtrip import SPECS, populated
+    from tests.unit.protocol_samples import SPECS, populated
 
     extra = b"\x02" + uvarint_bytes(1000) + b"\x03abc" + uvarint_bytes(20000) + b"\x00"
     checked = 0

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from shoal.coordinator.group.partitioning import group_partition, java_string_hash
 from shoal.coordinator.group.protocol_vote import select_protocol
 from shoal.coordinator.group.state import GroupState, IllegalStateTransition, check_transition
+from shoal.coordinator.partitioning import java_string_hash
+from shoal.coordinator.partitioning import partition_for as group_partition
 from shoal.protocol.errors import ErrorCode as E
 from tests.unit.test_group_harness import Harness, subscription
 

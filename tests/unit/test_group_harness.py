@@ -7,7 +7,8 @@ import struct
 from typing import Any
 
 from shoal.coordinator.group.config import GroupConfig
-from shoal.coordinator.group.shard import GroupCoordinatorShard, RequestContext
+from shoal.coordinator.group.shard import GroupCoordinatorShard, ShardRequest
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.consumer_protocol_subscription import ConsumerProtocolSubscription
 from shoal.protocol.generated.heartbeat_request import HeartbeatRequest
 from shoal.protocol.generated.join_group_request import JoinGroupRequest
@@ -16,7 +17,8 @@ from shoal.protocol.generated.offset_commit_request import OffsetCommitRequest
 from shoal.protocol.generated.offset_fetch_request import OffsetFetchRequest
 from shoal.protocol.generated.sync_group_request import SyncGroupRequest
 
-JOIN, SYNC, HB, LEAVE, COMMIT, FETCH = 11, 14, 12, 13, 8, 9
+K = ApiKey
+JOIN, SYNC, HB, LEAVE, COMMIT, FETCH = K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP, K.OFFSET_COMMIT, K.OFFSET_FETCH
 
 
 def subscription(*topics: str) -> bytes:
@@ -43,9 +45,9 @@ class Harness:
             assert token not in self.responses, f"token {token} answered twice"
             self.responses[token] = resp
 
-    def send(self, api_key: int, version: int, request: Any, client_id: str = "c") -> int:
+    def send(self, api_key: ApiKey, version: int, request: Any, client_id: str = "c") -> int:
         token = next(self._tokens)
-        ctx = RequestContext(token, api_key, version, client_id, "/127.0.0.1")
+        ctx = ShardRequest(token, api_key, version, client_id, "/127.0.0.1")
         self._collect(self.shard.handle(ctx, request, self.now))
         return token
 

@@ -11,10 +11,10 @@ import pytest
 from shoal.protocol import compression
 from shoal.protocol.compression import _xxh32_short
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.legacy_records import LegacyMessage, encode_message, encode_message_set, parse_message_set
 from shoal.protocol.record_batch import CorruptRecordError, InvalidRecordError, build_batch, iter_all_records
-from tests.unit.broker_harness import RawClient, running_broker
-from tests.unit.test_broker_errors import create_req, fetch_req, port, produce_req, run
+from tests.unit.broker_harness import RawClient, create_req, fetch_req, port, produce_req, run, running_broker
 
 
 def wrapper(inner: bytes, codec: int, magic: int, offset: int, timestamp: int = 5000) -> bytes:
@@ -81,39 +81,39 @@ def test_produce_v0_to_v2_and_fetch_v0_to_v3(tmp_path):
     async def main():
         async with running_broker(tmp_path) as b:
             c = await RawClient.connect(port(b))
-            await c.call(19, 5, create_req("t"))
-            await c.call(19, 5, create_req("z"))
-            r = await c.call(0, 0, produce_req("t", 0, encode_message_set(msgs(2, 0), 0)))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("t"))
+            await c.call(ApiKey.CREATE_TOPICS, 5, create_req("z"))
+            r = await c.call(ApiKey.PRODUCE, 0, produce_req("t", 0, encode_message_set(msgs(2, 0), 0)))
             assert r.responses[0].partition_responses[0].error_code == 0
             inner = encode_message_set(msgs(3, 1), 1)
-            r = await c.call(0, 2, produce_req("t", 0, wrapper(inner, compression.GZIP, 1, offset=2)))
+            r = await c.call(ApiKey.PRODUCE, 2, produce_req("t", 0, wrapper(inner, compression.GZIP, 1, offset=2)))
             part = r.responses[0].partition_responses[0]
             assert (part.error_code, part.base_offset) == (0, 2)
             # stored as v2 batches: a v2 fetch sees the records with their timestamps
-            f = await c.call(1, 12, fetch_req("t", 0, 0))
+            f = await c.call(ApiKey.FETCH, 12, fetch_req("t", 0, 0))
             stored = [(r.offset, r.key, r.value, r.timestamp) for _, r in
                       iter_all_records(bytes(f.responses[0].partitions[0].records))]
             assert stored == [(0, b"k0", b"v0", -1), (1, b"k1", b"v1", -1), (2, b"k0", b"v0", 1000),
                               (3, b"k1", b"v1", 1001), (4, b"k2", b"v2", 1002)]
             for version, magic in ((0, 0), (1, 0), (2, 1), (3, 1)):
-                f = await c.call(1, version, fetch_req("t", 0, 1))
+                f = await c.call(ApiKey.FETCH, version, fetch_req("t", 0, 1))
                 got, _ = parse_message_set(bytes(f.responses[0].partitions[0].records))
                 assert {m.magic for m in got} == {magic}
                 assert [(m.offset, m.value) for m in got] == [(1, b"v1"), (2, b"v0"), (3, b"v1"), (4, b"v2")]
                 if magic == 1:
                     assert [m.timestamp for m in got] == [-1, 1000, 1001, 1002]
                 # a limit smaller than one message still returns the first one
-                f = await c.call(1, version, fetch_req("t", 0, 3, max_bytes=10, partition_max=10))
+                f = await c.call(ApiKey.FETCH, version, fetch_req("t", 0, 3, max_bytes=10, partition_max=10))
                 got, _ = parse_message_set(bytes(f.responses[0].partitions[0].records))
                 assert [m.offset for m in got] == [3]
             # a bad CRC in Produce v1: CORRUPT_MESSAGE, nothing stored
             broken = bytearray(encode_message_set(msgs(1, 1), 1))
             broken[-1] ^= 1
-            r = await c.call(0, 1, produce_req("t", 0, bytes(broken)))
+            r = await c.call(ApiKey.PRODUCE, 1, produce_req("t", 0, bytes(broken)))
             assert r.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
             assert b.partition_log("t", 0).log_end_offset == 5
             # zstd data cannot be expressed as a message set: Kafka's error for old fetches
-            await c.call(0, 7, produce_req("z", 0, build_batch([(1, b"k", b"v", [])], compression=compression.ZSTD)))
-            f = await c.call(1, 3, fetch_req("z", 0, 0))
+            await c.call(ApiKey.PRODUCE, 7, produce_req("z", 0, build_batch([(1, b"k", b"v", [])], compression=compression.ZSTD)))
+            f = await c.call(ApiKey.FETCH, 3, fetch_req("z", 0, 0))
             assert f.responses[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     run(main())

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from shoal.coordinator.group.records import decode_offset_commit_value, key_version
-from shoal.coordinator.group.shard import GroupCoordinatorShard, RequestContext
+from shoal.coordinator.group.shard import GroupCoordinatorShard, ShardRequest
 from shoal.coordinator.group.state import GroupState
 from shoal.protocol.errors import ErrorCode as E
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.delete_groups_request import DeleteGroupsRequest
 from shoal.protocol.generated.describe_groups_request import DescribeGroupsRequest
 from shoal.protocol.generated.list_groups_request import ListGroupsRequest
@@ -15,6 +16,22 @@ from tests.unit.test_group_harness import Harness, subscription
 
 S = GroupState
 DAY = 24 * 3600 * 1000
+
+
+def persisted_state(shard: GroupCoordinatorShard) -> dict:
+    """What the log holds of a shard: groups (members, generation, protocol) and their offsets."""
+    groups = {}
+    for gid, g in sorted(shard.groups.items()):
+        groups[gid] = {
+            "state": g.state.value, "generation": g.generation_id, "protocol_type": g.protocol_type,
+            "protocol": g.protocol_name, "leader": g.leader_id,
+            "members": {mid: (m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                              m.rebalance_timeout_ms, m.metadata(g.protocol_name) if g.protocol_name else b"",
+                              m.assignment)
+                        for mid, m in g.members.items()},
+            "offsets": dict(sorted(shard.offset_manager.group_offsets(gid).items())),
+        }
+    return groups
 
 
 def test_simple_commit_creates_empty_group_and_fetch_reads_it() -> None:
@@ -72,7 +89,7 @@ def test_offset_fetch_multi_group_v8() -> None:
         OffsetFetchRequest.OffsetFetchRequestGroup(group_id="g2", topics=None),
         OffsetFetchRequest.OffsetFetchRequestGroup(group_id="g3", topics=None),
     ])
-    r = h.resp(h.send(9, 8, req))
+    r = h.resp(h.send(ApiKey.OFFSET_FETCH, 8, req))
     got = {g.group_id: {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions}
            for g in r.groups}
     assert got == {"g1": {("t", 0): 1, ("t", 1): -1}, "g2": {("u", 3): 9}, "g3": {}}
@@ -129,7 +146,7 @@ def test_delete_groups() -> None:
     h.commit({("t", 0): 1}, gid="idle")
     req = DeleteGroupsRequest(groups_names=["busy", "idle", "nope"])
     h.records.clear()
-    r = h.resp(h.send(42, 2, req))
+    r = h.resp(h.send(ApiKey.DELETE_GROUPS, 2, req))
     assert [(x.group_id, x.error_code) for x in r.results] == [
         ("busy", E.NON_EMPTY_GROUP), ("idle", 0), ("nope", E.GROUP_ID_NOT_FOUND)]
     assert [(key_version(k), v) for k, v in h.records] == [(1, None), (2, None)]
@@ -141,7 +158,7 @@ def _offset_delete(h: Harness, gid: str, topics: dict[str, list[int]]):
         OffsetDeleteRequest.OffsetDeleteRequestTopic(
             name=t, partitions=[OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
         for t, ps in topics.items()])
-    return h.resp(h.send(47, 0, req))
+    return h.resp(h.send(ApiKey.OFFSET_DELETE, 0, req))
 
 
 def test_offset_delete() -> None:
@@ -164,17 +181,17 @@ def test_describe_and_list_groups() -> None:
     h = Harness()
     (a, b), gen = h.stable_group(2)
     h.commit({("t", 0): 1}, gid="simple")
-    r = h.resp(h.send(15, 5, DescribeGroupsRequest(groups=["g", "simple", "none"])))
+    r = h.resp(h.send(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=["g", "simple", "none"])))
     g, simple, none = r.groups
     assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
     assert {m.member_id: m.member_assignment for m in g.members} == {a: f"a-{a}".encode(), b: f"a-{b}".encode()}
     assert (simple.group_state, simple.protocol_type, simple.members) == ("Empty", "", [])
     assert (none.error_code, none.group_state) == (0, "Dead")
-    r = h.resp(h.send(16, 4, ListGroupsRequest(states_filter=["stable"])))
+    r = h.resp(h.send(ApiKey.LIST_GROUPS, 4, ListGroupsRequest(states_filter=["stable"])))
     assert [(x.group_id, x.group_state) for x in r.groups] == [("g", "Stable")]
-    r = h.resp(h.send(16, 5, ListGroupsRequest(states_filter=[], types_filter=["consumer"])))
+    r = h.resp(h.send(ApiKey.LIST_GROUPS, 5, ListGroupsRequest(states_filter=[], types_filter=["consumer"])))
     assert r.groups == []
-    r = h.resp(h.send(16, 0, ListGroupsRequest()))
+    r = h.resp(h.send(ApiKey.LIST_GROUPS, 0, ListGroupsRequest()))
     assert {x.group_id for x in r.groups} == {"g", "simple"}
 
 
@@ -199,12 +216,12 @@ def test_replay_gives_same_state_as_live() -> None:
     h.stable_group(1, gid="gone")
     h.leave([(list(h.shard.groups["gone"].members)[0], None)], gid="gone")  # Empty with generation 2
     h.commit({("y", 0): 3}, gid="deleted")
-    h.send(42, 2, DeleteGroupsRequest(groups_names=["deleted"]))
-    live = h.shard.snapshot()
+    h.send(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=["deleted"]))
+    live = persisted_state(h.shard)
     fresh = GroupCoordinatorShard(0, h.config)
     for k, v in h.records:
         fresh.replay(k, v)
-    assert fresh.snapshot() == live
+    assert persisted_state(fresh) == live
     assert fresh.groups["g"].state == S.STABLE and fresh.groups["gone"].state == S.EMPTY
     assert fresh.groups["gone"].current_state_timestamp == h.shard.groups["gone"].current_state_timestamp
     assert "deleted" not in fresh.groups
@@ -222,6 +239,19 @@ def test_replayed_shard_keeps_serving() -> None:
         fresh.replay(k, v)
     fresh.on_loaded(h.now)
     from shoal.protocol.generated.heartbeat_request import HeartbeatRequest
-    res = fresh.handle(RequestContext(1, 12, 3, "c", "h"), HeartbeatRequest(group_id="g", generation_id=gen,
+    res = fresh.handle(ShardRequest(1, ApiKey.HEARTBEAT, 3, "c", "h"), HeartbeatRequest(group_id="g", generation_id=gen,
                                                                              member_id=a), h.now)
     assert res.responses[0][1].error_code == 0
+
+
+def test_records_no_plugin_replays_are_logged_once_and_skipped(caplog) -> None:
+    import struct
+    h = Harness()
+    h.commit({("t", 0): 1}, gid="simple")
+    kip848 = struct.pack(">h", 3) + b"\x00\x01g"  # a ConsumerGroupMetadataKey: no consumer-group manager yet
+    with caplog.at_level("WARNING", logger="shoal.coordinator.shard"):
+        h.shard.replay(kip848, b"\x00\x00")
+        h.shard.replay(kip848, None)
+    assert [r.getMessage() for r in caplog.records].count(
+        "Partition 0: skipping records with unknown key version 3 (no coordinator component replays them)") == 1
+    assert set(h.shard.groups) == {"simple"}

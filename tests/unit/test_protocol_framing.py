@@ -16,6 +16,7 @@ from shoal.protocol.framing import (
     response_header_version,
 )
 from shoal.protocol.generated import API_BY_KEY, API_KEYS
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.metadata_request import MetadataRequest
 from shoal.protocol.versioned import decode_versioned, encode_versioned
@@ -33,18 +34,18 @@ def test_header_versions() -> None:
     assert response_header_version(API_KEYS["Produce"], 9) == 1
     # ApiVersions responses always use header v0, even for flexible versions.
     for v in range(5):
-        assert response_header_version(18, v) == 0
-    assert request_header_version(18, 3) == 2
+        assert response_header_version(ApiKey.API_VERSIONS, v) == 0
+    assert request_header_version(ApiKey.API_VERSIONS, 3) == 2
     # A newer-than-known version of a flexible API is still flexible.
-    assert request_header_version(18, 99) == 2
+    assert request_header_version(ApiKey.API_VERSIONS, 99) == 2
 
 
 def test_api_table() -> None:
-    spec = API_BY_KEY[1]
-    assert spec.name == "Fetch" and spec.api_key == 1 and spec.flexible_min == 12
+    spec = API_BY_KEY[ApiKey.FETCH]
+    assert spec.name == "Fetch" and spec.api_key == ApiKey.FETCH and spec.flexible_min == 12
     assert spec.request.__name__ == "FetchRequest" and spec.response.__name__ == "FetchResponse"
     assert (spec.min_version, spec.max_version) == (spec.request.MIN_VERSION, spec.request.MAX_VERSION)
-    assert API_BY_KEY[18].flexible_min == 3 and API_BY_KEY[0].name == "Produce"
+    assert API_BY_KEY[ApiKey.API_VERSIONS].flexible_min == 3 and API_BY_KEY[ApiKey.PRODUCE].name == "Produce"
     assert API_BY_KEY[API_KEYS["ControlledShutdown"]].flexible_min == 3
     for key, s in API_BY_KEY.items():
         assert s.request.API_KEY == key == s.response.API_KEY
@@ -57,34 +58,34 @@ def _request_frame(header: bytes, body: bytes) -> bytes:
 
 
 def test_decode_request_header_v0() -> None:
-    raw = struct.pack(">hhi", 7, 0, 99) + b"BODY"
+    raw = struct.pack(">hhi", ApiKey.CONTROLLED_SHUTDOWN, 0, 99) + b"BODY"
     hdr, off = decode_request_header(raw)
-    assert (hdr.request_api_key, hdr.request_api_version, hdr.correlation_id) == (7, 0, 99)
+    assert (hdr.request_api_key, hdr.request_api_version, hdr.correlation_id) == (ApiKey.CONTROLLED_SHUTDOWN, 0, 99)
     assert hdr.client_id == "" and raw[off:] == b"BODY"  # absent in v0: the default
 
 
 def test_decode_request_header_v1() -> None:
-    raw = struct.pack(">hhih", 3, 8, 5, 3) + b"abc" + b"BODY"
+    raw = struct.pack(">hhih", ApiKey.METADATA, 8, 5, 3) + b"abc" + b"BODY"
     hdr, off = decode_request_header(raw)
     assert (hdr.request_api_key, hdr.request_api_version, hdr.correlation_id, hdr.client_id) == (
-        3,
+        ApiKey.METADATA,
         8,
         5,
         "abc",
     )
     assert raw[off:] == b"BODY"
-    raw = struct.pack(">hhih", 3, 8, 5, -1) + b"BODY"
+    raw = struct.pack(">hhih", ApiKey.METADATA, 8, 5, -1) + b"BODY"
     hdr, off = decode_request_header(raw)
     assert hdr.client_id is None and raw[off:] == b"BODY"
 
 
 def test_decode_request_header_v2_client_id_is_not_compact() -> None:
     # v2: int16-length client id (never compact), then a tagged-field section.
-    raw = struct.pack(">hhih", 3, 12, 5, 3) + b"abc" + b"\x00" + b"BODY"
+    raw = struct.pack(">hhih", ApiKey.METADATA, 12, 5, 3) + b"abc" + b"\x00" + b"BODY"
     hdr, off = decode_request_header(raw)
     assert hdr.client_id == "abc" and raw[off:] == b"BODY"
     # with an unknown tagged field in the header
-    raw = struct.pack(">hhih", 3, 12, 5, 3) + b"abc" + b"\x01\x07\x02zz" + b"BODY"
+    raw = struct.pack(">hhih", ApiKey.METADATA, 12, 5, 3) + b"abc" + b"\x01\x07\x02zz" + b"BODY"
     hdr, off = decode_request_header(raw)
     assert hdr.client_id == "abc" and raw[off:] == b"BODY"
     with pytest.raises(DecodeError):
@@ -93,19 +94,19 @@ def test_decode_request_header_v2_client_id_is_not_compact() -> None:
 
 def test_encode_request_round_trip() -> None:
     body = MetadataRequest(topics=None).encode(12)
-    frame = encode_request(3, 12, 77, "cli", body)
+    frame = encode_request(ApiKey.METADATA, 12, 77, "cli", body)
     (size,) = struct.unpack_from(">i", frame)
     assert size == len(frame) - 4
-    assert frame[4:] == struct.pack(">hhih", 3, 12, 77, 3) + b"cli\x00" + body
+    assert frame[4:] == struct.pack(">hhih", ApiKey.METADATA, 12, 77, 3) + b"cli\x00" + body
     hdr, off = decode_request_header(memoryview(frame)[4:])
     assert hdr.correlation_id == 77 and hdr.client_id == "cli"
     assert MetadataRequest.decode(memoryview(frame)[4 + off :], 12).topics is None
     # non-flexible: header v1 (no tags)
-    frame = encode_request(18, 2, 1, None, b"")
-    assert frame == struct.pack(">ihhih", 10, 18, 2, 1, -1)
+    frame = encode_request(ApiKey.API_VERSIONS, 2, 1, None, b"")
+    assert frame == struct.pack(">ihhih", 10, ApiKey.API_VERSIONS, 2, 1, -1)
     # ApiVersions v3 body is flexible; header v2
     body = ApiVersionsRequest(client_software_name="shoal", client_software_version="0.1").encode(3)
-    frame = encode_request(18, 3, 1, "c", body)
+    frame = encode_request(ApiKey.API_VERSIONS, 3, 1, "c", body)
     hdr, off = decode_request_header(frame[4:])
     assert ApiVersionsRequest.decode(frame[4 + off :], 3).client_software_name == "shoal"
 

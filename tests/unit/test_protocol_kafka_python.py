@@ -20,7 +20,7 @@ from kafka.protocol.api_message import ApiMessage  # noqa: E402
 
 from shoal.protocol.codegen import snake  # noqa: E402
 from shoal.protocol.generated import message_class  # noqa: E402
-from tests.unit.test_protocol_roundtrip import SPECS, populated  # noqa: E402
+from tests.unit.protocol_samples import SPECS, populated  # noqa: E402
 
 SEEDS = 4
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from shoal.client.config import parse_bootstrap
 from shoal.coordinator.group.records import (
     OffsetAndMetadata,
     group_metadata_key,
@@ -22,7 +23,7 @@ from shoal.tools.groups import (
 )
 from shoal.tools.offsets_dump import DumpStats, format_fetched
 from shoal.tools.table import compact_partitions, format_table, lag
-from shoal.tools.wire import ToolError, parse_bootstrap, pick_version
+from shoal.tools.wire import ToolClient, ToolError, pick_version
 
 
 def test_format_table_aligns_columns_and_prints_none_as_dash() -> None:
@@ -50,9 +51,17 @@ def test_normalize_states_is_case_insensitive_and_splits_commas() -> None:
 
 def test_parse_bootstrap() -> None:
     assert parse_bootstrap("a:1, b:2") == [("a", 1), ("b", 2)]
-    for bad in ("nohost", "h:", ":9", ""):
-        with pytest.raises(ToolError):
+    assert parse_bootstrap("nohost") == [("nohost", 9092)]
+    for bad in ("h:", ":9", "h:x"):
+        with pytest.raises(ValueError, match="expected HOST:PORT"):
             parse_bootstrap(bad)
+
+
+def test_tools_report_a_bad_bootstrap_before_connecting() -> None:
+    for bad, message in (("h:", "bad bootstrap server 'h:'"), (":9", "bad bootstrap server ':9'"),
+                         ("", "no bootstrap server given"), (" , ", "no bootstrap server given")):
+        with pytest.raises(ToolError, match=message):
+            ToolClient(bad)
 
 
 def test_pick_version_is_the_highest_common_version() -> None:

@@ -7,13 +7,14 @@ import itertools
 
 import pytest
 
-from shoal.coordinator.result import RequestContext
+from shoal.coordinator.result import ShardRequest
 from shoal.coordinator.txn.records import TxnLogValue, decode_txn_value, txn_key, txn_value
 from shoal.coordinator.txn.shard import MarkerJob, TransactionCoordinatorShard, TxnConfig
 from shoal.coordinator.txn.state import VALID_PREVIOUS, IllegalTransition, TxnState, check_transition
 from shoal.protocol.errors import ErrorCode as E
 from shoal.protocol.generated.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from shoal.protocol.generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from shoal.protocol.generated.api_keys import ApiKey as K
 from shoal.protocol.generated.describe_transactions_request import DescribeTransactionsRequest
 from shoal.protocol.generated.end_txn_request import EndTxnRequest
 from shoal.protocol.generated.init_producer_id_request import InitProducerIdRequest
@@ -50,12 +51,12 @@ class Harness:
                 self.parked[tok] = resp
         return answer
 
-    def call(self, api_key: int, version: int, req):
+    def call(self, api_key: K, version: int, req):
         token = next(self.tokens)
-        return self._take(self.shard.handle(RequestContext(token, api_key, version), req, self.now), token), token
+        return self._take(self.shard.handle(ShardRequest(token, api_key, version), req, self.now), token), token
 
     def init(self, tid: str | None = "t", timeout: int = 60_000, pid: int = -1, epoch: int = -1, v: int = 4):
-        resp, token = self.call(22, v, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout,
+        resp, token = self.call(K.INIT_PRODUCER_ID, v, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout,
                                                              producer_id=pid, producer_epoch=epoch))
         return resp if resp is not None else token
 
@@ -67,12 +68,12 @@ class Harness:
             v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
             v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
                                  for t, ps in topics.items()])
-        resp, _ = self.call(24, v, req)
+        resp, _ = self.call(K.ADD_PARTITIONS_TO_TXN, v, req)
         return {(t.name, r.partition_index): r.partition_error_code
                 for t in resp.results_by_topic_v3_and_below for r in t.results_by_partition}
 
     def end(self, pid: int, epoch: int, commit: bool, tid: str = "t", v: int = 3):
-        resp, token = self.call(26, v, EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+        resp, token = self.call(K.END_TXN, v, EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
                                                      committed=commit))
         return resp.error_code if resp is not None else ("parked", token)
 
@@ -168,7 +169,7 @@ def test_add_partitions_rules() -> None:
     assert h.meta().start_ms == start  # the transaction started at its first AddPartitions
     assert h.add(1000, 0, [("b", 0), ("zz", 0)]) == {("b", 0): E.OPERATION_NOT_ATTEMPTED,
                                                     ("zz", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
-    resp, _ = h.call(25, 0, AddOffsetsToTxnRequest(transactional_id="t", producer_id=1000, producer_epoch=0,
+    resp, _ = h.call(K.ADD_OFFSETS_TO_TXN, 0, AddOffsetsToTxnRequest(transactional_id="t", producer_id=1000, producer_epoch=0,
                                                   group_id="g"))
     assert resp.error_code == 0 and ("__consumer_offsets", 7) in h.meta().partitions
 
@@ -266,7 +267,7 @@ def test_transactional_id_expiry() -> None:
     h.init()
     h.poll(3_600_000)
     assert "t" not in h.shard.txns and h.records[-1] == (txn_key("t"), None)
-    resp, _ = h.call(65, 0, DescribeTransactionsRequest(transactional_ids=["t"]))
+    resp, _ = h.call(K.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=["t"]))
     assert resp.transaction_states[0].error_code == E.TRANSACTIONAL_ID_NOT_FOUND
     assert h.add(1000, 0, [("a", 0)]) == {("a", 0): E.INVALID_PRODUCER_ID_MAPPING}
     r = h.init()
@@ -278,16 +279,16 @@ def test_describe_and_list() -> None:
     h.init(tid="a")
     h.init(tid="b")
     h.add(1001, 0, [("x", 1), ("x", 0)], tid="b")
-    resp, _ = h.call(65, 0, DescribeTransactionsRequest(transactional_ids=["b", "nope", ""]))
+    resp, _ = h.call(K.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=["b", "nope", ""]))
     b, nope, empty = resp.transaction_states
     assert (b.error_code, b.transaction_state, b.producer_id, b.transaction_start_time_ms) == (0, "Ongoing", 1001, T0)
     assert [(t.topic, t.partitions) for t in b.topics] == [("x", [0, 1])]
     assert nope.error_code == E.TRANSACTIONAL_ID_NOT_FOUND and empty.error_code == E.INVALID_REQUEST
-    resp, _ = h.call(66, 1, ListTransactionsRequest(state_filters=["Ongoing", "Bogus"], producer_id_filters=[]))
+    resp, _ = h.call(K.LIST_TRANSACTIONS, 1, ListTransactionsRequest(state_filters=["Ongoing", "Bogus"], producer_id_filters=[]))
     assert [t.transactional_id for t in resp.transaction_states] == ["b"]
     assert resp.unknown_state_filters == ["Bogus"]
     h.now += 500
-    resp, _ = h.call(66, 1, ListTransactionsRequest(state_filters=[], producer_id_filters=[1000, 1001],
+    resp, _ = h.call(K.LIST_TRANSACTIONS, 1, ListTransactionsRequest(state_filters=[], producer_id_filters=[1000, 1001],
                                                    duration_filter=400))
     assert [t.transactional_id for t in resp.transaction_states] == ["b"]
 
@@ -349,7 +350,7 @@ def test_add_partitions_v4_batches_and_verify_only() -> None:
         T(transactional_id="t2", producer_id=1001, producer_epoch=7, verify_only=False,
           topics=[topic(name="a", partitions=[1])]),
     ])
-    resp, _ = h.call(24, 5, req)
+    resp, _ = h.call(K.ADD_PARTITIONS_TO_TXN, 5, req)
     got = [(r.transactional_id, [(t.name, p.partition_index, p.partition_error_code)
                                  for t in r.topic_results for p in t.results_by_partition])
            for r in resp.results_by_transaction]

@@ -1,4 +1,4 @@
-"""IncrementalAlterConfigs (44) and AlterConfigs (33): topic configs and dynamic broker configs.
+"""IncrementalAlterConfigs and AlterConfigs: topic configs and dynamic broker configs.
 
 A topic's configs are applied to its partitions at once and kept in the
 cluster metadata, so they survive restarts. Broker resources are the
@@ -12,20 +12,35 @@ UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from shoal.broker.topic_configs import LIST_TOPIC_CONFIGS, InvalidBrokerConfig, InvalidTopicConfig
+from shoal.broker.apis import Access, handles
+from shoal.broker.config import AlterConfigOpType, ConfigResourceType
+from shoal.broker.topic_configs import (
+    LIST_TOPIC_CONFIGS,
+    InvalidBrokerConfig,
+    InvalidTopicConfig,
+    broker_topic_defaults,
+)
+from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.alter_configs_response import AlterConfigsResponse
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import Broker
     from shoal.broker.node import RequestContext
+    from shoal.broker.services import BrokerServices
+    from shoal.protocol.generated.alter_configs_request import AlterConfigsRequest
+    from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 
-TOPIC = 2
-BROKER = 4
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+SET, DELETE, APPEND, SUBTRACT = AlterConfigOpType
+# ALTER_CONFIGS on the topic or on the cluster, as the resource is a topic or a broker
+_ACCESS = (Access(ResourceType.TOPIC, AclOperation.ALTER_CONFIGS),
+           Access(ResourceType.CLUSTER, AclOperation.ALTER_CONFIGS))
+# an incremental change: (name, operation, value)
+Op = tuple[str, int, str | None]
 
 
 class ConfigChangeError(Exception):
@@ -34,7 +49,7 @@ class ConfigChangeError(Exception):
         self.code = code
 
 
-def apply_ops(current: dict[str, str], ops: list[tuple[str, int, str | None]], list_configs: frozenset[str],
+def apply_ops(current: dict[str, str], ops: list[Op], list_configs: frozenset[str],
               defaults: dict[str, str]) -> dict[str, str]:
     """Kafka's incremental operations on a resource's configs: the new full set."""
     names = [name for name, _, _ in ops]
@@ -63,86 +78,97 @@ def apply_ops(current: dict[str, str], ops: list[tuple[str, int, str | None]], l
     return out
 
 
-def register(broker: Broker) -> None:
-    from shoal.broker.topic_configs import broker_topic_defaults
+def _broker_resource(broker: BrokerServices, name: str) -> str:
+    """The broker resource a name gives: "" (the cluster default) or the id of a node of this process."""
+    if name == "":
+        return name
+    try:
+        node_id = int(name)
+    except ValueError:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
+    if node_id not in broker.nodes:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
+                                f"Unexpected broker id, expected one of {sorted(broker.nodes)}, but received {name}")
+    return str(node_id)
 
-    def broker_resource(name: str) -> str:
-        if name == "":
-            return name
+
+def _change_topic(broker: BrokerServices, name: str, ops: list[Op] | None, replace: dict[str, str | None] | None,
+                  validate_only: bool) -> None:
+    info = broker.metadata.topics.get(name)
+    if info is None:
+        raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+    if replace is not None:
+        new = {k: v or "" for k, v in replace.items()}
+    else:
+        new = apply_ops(info.configs, ops or [], LIST_TOPIC_CONFIGS, broker_topic_defaults(broker.config))
+    try:
+        broker.alter_topic_configs(name, new, validate_only)
+    except InvalidTopicConfig as e:
+        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+
+def _change_broker(broker: BrokerServices, name: str, ops: list[Op] | None, replace: dict[str, str | None] | None,
+                   validate_only: bool) -> None:
+    resource = _broker_resource(broker, name)
+    current = broker.metadata.broker_configs.get(resource, {})
+    new = ({k: v or "" for k, v in replace.items()} if replace is not None
+           else apply_ops(current, ops or [], frozenset({"log.cleanup.policy"}), {}))
+    try:
+        broker.alter_broker_configs(resource, new, validate_only)
+    except InvalidBrokerConfig as e:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(e)) from None
+
+
+def change(broker: BrokerServices, resource_type: int, name: str, ops: list[Op] | None,
+           replace: dict[str, str | None] | None, validate_only: bool) -> None:
+    """One resource: ``ops`` (incremental) or ``replace`` (the legacy full set)."""
+    if replace is not None:
+        nulls = [k for k, v in replace.items() if v is None]
+        if nulls:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+    if resource_type == ConfigResourceType.TOPIC:
+        _change_topic(broker, name, ops, replace, validate_only)
+    elif resource_type == ConfigResourceType.BROKER:
+        _change_broker(broker, name, ops, replace, validate_only)
+    else:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+
+
+def _each_resource(resources: list[Any], run: Callable[[Any], None]) -> list[tuple[ErrorCode, str | None, int, str]]:
+    """Run ``run`` on each resource named once: (error code, message, type, name) of each."""
+    seen: dict[tuple[int, str], int] = {}
+    for res in resources:
+        key = (res.resource_type, res.resource_name)
+        seen[key] = seen.get(key, 0) + 1
+    out = []
+    for res in resources:
+        code, message = ErrorCode.NONE, None
         try:
-            node_id = int(name)
-        except ValueError:
-            raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
-                                    f"Node id must be an integer, but it is: {name}") from None
-        if node_id not in broker.nodes:
-            raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
-                                    f"Unexpected broker id, expected one of {sorted(broker.nodes)}, but received "
-                                    f"{name}")
-        return str(node_id)
+            if seen[(res.resource_type, res.resource_name)] > 1:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            run(res)
+        except ConfigChangeError as e:
+            code, message = e.code, str(e)
+        out.append((code, message, res.resource_type, res.resource_name))
+    return out
 
-    def change(resource_type: int, name: str, ops: list[tuple[str, int, str | None]] | None,
-               replace: dict[str, str | None] | None, validate_only: bool) -> None:
-        """One resource: ``ops`` (incremental) or ``replace`` (the legacy full set)."""
-        if replace is not None:
-            nulls = [k for k, v in replace.items() if v is None]
-            if nulls:
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
-        if resource_type == TOPIC:
-            info = broker.metadata.topics.get(name)
-            if info is None:
-                raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-            if replace is not None:
-                new = {k: v or "" for k, v in replace.items()}
-            else:
-                new = apply_ops(info.configs, ops or [], LIST_TOPIC_CONFIGS, broker_topic_defaults(broker.config))
-            try:
-                broker.alter_topic_configs(name, new, validate_only)
-            except InvalidTopicConfig as e:
-                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        elif resource_type == BROKER:
-            resource = broker_resource(name)
-            current = broker.metadata.broker_configs.get(resource, {})
-            new = ({k: v or "" for k, v in replace.items()} if replace is not None
-                   else apply_ops(current, ops or [], frozenset({"log.cleanup.policy"}), {}))
-            try:
-                broker.alter_broker_configs(resource, new, validate_only)
-            except InvalidBrokerConfig as e:
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(e)) from None
-        else:
-            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 
-    def each(req, run) -> list[tuple[int, str | None, int, str]]:  # noqa: ANN001
-        seen: dict[tuple[int, str], int] = {}
-        for res in req.resources:
-            key = (res.resource_type, res.resource_name)
-            seen[key] = seen.get(key, 0) + 1
-        out = []
-        for res in req.resources:
-            code, message = ErrorCode.NONE, None
-            try:
-                if seen[(res.resource_type, res.resource_name)] > 1:
-                    raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-                run(res)
-            except ConfigChangeError as e:
-                code, message = e.code, str(e)
-            out.append((code, message, res.resource_type, res.resource_name))
-        return out
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, access=_ACCESS)
+async def incremental_alter_configs(ctx: RequestContext,
+                                    req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    results = _each_resource(req.resources, lambda res: change(
+        ctx.broker, res.resource_type, res.resource_name,
+        [(c.name, c.config_operation, c.value) for c in res.configs], None, req.validate_only))
+    cls = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
+        cls(error_code=c, error_message=m, resource_type=t, resource_name=n) for c, m, t, n in results])
 
-    async def incremental_alter_configs(ctx: RequestContext, req) -> IncrementalAlterConfigsResponse:
-        results = each(req, lambda res: change(
-            res.resource_type, res.resource_name,
-            [(c.name, c.config_operation, c.value) for c in res.configs], None, req.validate_only))
-        cls = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-        return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
-            cls(error_code=c, error_message=m, resource_type=t, resource_name=n) for c, m, t, n in results])
 
-    async def alter_configs(ctx: RequestContext, req) -> AlterConfigsResponse:
-        results = each(req, lambda res: change(
-            res.resource_type, res.resource_name, None, {c.name: c.value for c in res.configs},
-            req.validate_only))
-        cls = AlterConfigsResponse.AlterConfigsResourceResponse
-        return AlterConfigsResponse(throttle_time_ms=0, responses=[
-            cls(error_code=c, error_message=m, resource_type=t, resource_name=n) for c, m, t, n in results])
-
-    broker.apis.register(44, incremental_alter_configs)
-    broker.apis.register(33, alter_configs)
+@handles(ApiKey.ALTER_CONFIGS, access=_ACCESS)
+async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    results = _each_resource(req.resources, lambda res: change(
+        ctx.broker, res.resource_type, res.resource_name, None, {c.name: c.value for c in res.configs},
+        req.validate_only))
+    cls = AlterConfigsResponse.AlterConfigsResourceResponse
+    return AlterConfigsResponse(throttle_time_ms=0, responses=[
+        cls(error_code=c, error_message=m, resource_type=t, resource_name=n) for c, m, t, n in results])

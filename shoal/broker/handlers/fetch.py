@@ -19,21 +19,24 @@ in its session cache.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import TYPE_CHECKING
 
-from shoal.broker.clock import now_ms
+from shoal.broker.apis import Access, handles
+from shoal.clock import now_ms
+from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.compression import ZSTD
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.fetch_response import FetchResponse
 from shoal.protocol.legacy_records import encode_message
 from shoal.protocol.record_batch import CONTROL_MASK, TIMESTAMP_TYPE_MASK, iter_batches, iter_records
 from shoal.storage import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import Broker
     from shoal.broker.node import RequestContext
+    from shoal.protocol.generated.fetch_request import FetchRequest
+    from shoal.storage import PartitionLog
 
 PartitionData = FetchResponse.PartitionData
 AbortedTransaction = FetchResponse.AbortedTransaction
@@ -76,140 +79,135 @@ def downconvert(records: bytes, fetch_offset: int, magic: int, limit: int, first
     return b"".join(out)
 
 
-def register(broker: Broker) -> None:
-    metadata = broker.metadata
-    broker_max_bytes = broker.config.get_int("fetch.max.bytes")
+def _partition_error(p: int, code: ErrorCode, plog: PartitionLog | None = None) -> PartitionData:
+    """A partition's error answer; with its log, the log's offsets (OFFSET_OUT_OF_RANGE and an
+    unsupported compression name them)."""
+    if plog is None:
+        return PartitionData(partition_index=p, error_code=code, high_watermark=-1, last_stable_offset=-1,
+                             log_start_offset=-1, records=b"")
+    return PartitionData(partition_index=p, error_code=code, high_watermark=plog.high_watermark,
+                         last_stable_offset=plog.last_stable_offset, log_start_offset=plog.log_start_offset,
+                         records=b"")
 
-    def read_partition(ctx: RequestContext, topic: str | None, fp, budget: int, first: bool,
-                       read_committed: bool) -> tuple[PartitionData, object | None]:
-        """One partition's answer, and its log (None when in error)."""
-        p = fp.partition
-        info = metadata.topics.get(topic) if topic is not None else None
-        if info is None or not 0 <= p < info.num_partitions:
-            code = ErrorCode.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return PartitionData(partition_index=p, error_code=code, high_watermark=-1,
-                                 last_stable_offset=-1, log_start_offset=-1, records=b""), None
-        if metadata.leader(topic, p) != ctx.node.node_id:
-            return PartitionData(partition_index=p, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                 high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                 records=b""), None
-        epoch_error = leader_epoch_error(metadata.leader_epoch(topic, p), fp.current_leader_epoch)
-        plog = broker.partition_log(topic, p)
-        hw = plog.high_watermark
-        lso = plog.last_stable_offset
-        if epoch_error != ErrorCode.NONE:
-            return PartitionData(partition_index=p, error_code=epoch_error, high_watermark=-1,
-                                 last_stable_offset=-1, log_start_offset=-1, records=b""), None
-        limit = min(fp.partition_max_bytes, budget)
-        try:
-            if limit <= 0 and not first:
-                records, next_offset = b"", -1
-            else:
-                records, next_offset = plog.read_with_end(fp.fetch_offset, max(limit, 0), min_one=first,
-                                                          max_offset=lso if read_committed else hw)
-        except OffsetOutOfRangeError:
-            return PartitionData(partition_index=p, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
-                                 high_watermark=hw, last_stable_offset=lso,
-                                 log_start_offset=plog.log_start_offset, records=b""), None
-        if ctx.api_version < 4 and records:
-            # Fetch v0-v3 know only message sets: v0-v1 magic 0, v2-v3 magic 1 (as Kafka 3.x's
-            # down-conversion); a zstd batch cannot be expressed in them.
-            try:
-                records = downconvert(records, fp.fetch_offset, 0 if ctx.api_version < 2 else 1,
-                                      max(limit, 0), first)
-            except UnsupportedCompression:
-                return PartitionData(partition_index=p, error_code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                                     high_watermark=hw, last_stable_offset=lso,
-                                     log_start_offset=plog.log_start_offset, records=b""), None
-        aborted = None
-        if read_committed:
-            aborted = [] if next_offset < 0 else [
-                AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                for a in plog.aborted_transactions(fp.fetch_offset, next_offset)]
-        return PartitionData(partition_index=p, error_code=ErrorCode.NONE, high_watermark=hw,
-                             last_stable_offset=lso, log_start_offset=plog.log_start_offset,
-                             aborted_transactions=aborted, preferred_read_replica=-1,
-                             records=records), plog
 
-    def read_all(ctx: RequestContext, req, names: list[str | None],
-                 budget: int) -> tuple[list[TopicResponse], int, bool]:
-        read_committed = ctx.api_version >= 4 and req.isolation_level == 1
-        total = 0
-        any_error = False
-        out = []
-        for topic_req, name in zip(req.topics, names, strict=True):
-            parts = []
-            for fp in topic_req.partitions:
-                data, plog = read_partition(ctx, name, fp, budget - total, total == 0, read_committed)
-                if plog is None:
-                    any_error = True
-                size = len(data.records) if data.records is not None else 0
-                total += size
-                parts.append(data)
-            out.append(TopicResponse(topic=name or "", topic_id=topic_req.topic_id, partitions=parts))
-        return out, total, any_error
+def _leader_log(ctx: RequestContext, topic: str | None, fp) -> PartitionLog | ErrorCode:  # noqa: ANN001
+    """The partition's log if this node leads it in the epoch the client knows, else the error."""
+    metadata = ctx.broker.metadata
+    p = fp.partition
+    info = metadata.topics.get(topic) if topic is not None else None
+    if topic is None or info is None or not 0 <= p < info.num_partitions:
+        return ErrorCode.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if metadata.leader(topic, p) != ctx.node.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    epoch_error = leader_epoch_error(metadata.leader_epoch(topic, p), fp.current_leader_epoch)
+    plog = ctx.broker.partition_log(topic, p)
+    return plog if epoch_error == ErrorCode.NONE else epoch_error
 
-    async def fetch(ctx: RequestContext, req) -> FetchResponse:
-        if ctx.api_version >= 7 and req.session_id != 0:
-            # We never hand out session ids, so any id the client names is unknown.
-            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                                 session_id=0, responses=[])
-        if ctx.api_version >= 13:
-            names = []
-            for t in req.topics:
-                info = metadata.by_id.get(t.topic_id)
-                names.append(info.name if info is not None else None)
+
+def read_partition(ctx: RequestContext, topic: str | None, fp, budget: int, first: bool,  # noqa: ANN001
+                   read_committed: bool) -> tuple[PartitionData, PartitionLog | None]:
+    """One partition's answer, and its log (None when in error)."""
+    p = fp.partition
+    plog = _leader_log(ctx, topic, fp)
+    if isinstance(plog, ErrorCode):
+        return _partition_error(p, plog), None
+    hw = plog.high_watermark
+    lso = plog.last_stable_offset
+    limit = min(fp.partition_max_bytes, budget)
+    records: bytes | memoryview
+    try:
+        if limit <= 0 and not first:
+            records, next_offset = b"", -1
         else:
-            names = [t.topic for t in req.topics]
-            for t in req.topics:
-                info = metadata.topics.get(t.topic)
-                t.topic_id = info.topic_id if info is not None else uuid.UUID(int=0)
-        deadline = now_ms() + max(req.max_wait_ms, 0)
-        want = min(req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker_max_bytes)
-        memory = broker.response_memory
-        while True:
-            # What this response may hold comes from the broker's response budget (it is read
-            # and copied, not sent with sendfile); given back once the response has been sent.
-            granted = await memory.acquire(want)
-            try:
-                responses, total, any_error = read_all(ctx, req, names, granted)
-            except BaseException:
-                memory.release(granted)
-                raise
-            memory.adjust(granted, total)
-            remaining = deadline - now_ms()
-            if total >= req.min_bytes or any_error or remaining <= 0 or not ctx.node.running:
-                if ctx.connection is not None:
-                    ctx.connection.release_when_sent(memory, total)
-                else:
-                    memory.release(total)
-                break
-            memory.release(total)
-            loop = asyncio.get_running_loop()
-            waiters = []
-            for name, t in zip(names, req.topics, strict=True):
-                for fp in t.partitions:
-                    fut = loop.create_future()
-                    broker.fetch_waiters.setdefault((name, fp.partition), set()).add(fut)
-                    waiters.append(((name, fp.partition), fut))
-            try:
-                if waiters:
-                    await asyncio.wait([f for _, f in waiters], timeout=remaining / 1000,
-                                       return_when=asyncio.FIRST_COMPLETED)
-                else:  # nothing to wait for: the answer after max_wait_ms, as Kafka
-                    await asyncio.sleep(remaining / 1000)
-            finally:
-                for key, fut in waiters:
-                    pending = broker.fetch_waiters.get(key)
-                    if pending is not None:
-                        pending.discard(fut)
-                        if not pending:
-                            del broker.fetch_waiters[key]
-                    fut.cancel()
-        for t in responses:
-            if t.topic:
-                broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions if p.records is not None))
-        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
-                             responses=responses)
+            records, next_offset = plog.read_with_end(fp.fetch_offset, max(limit, 0), min_one=first,
+                                                      max_offset=lso if read_committed else hw)
+    except OffsetOutOfRangeError:
+        return _partition_error(p, ErrorCode.OFFSET_OUT_OF_RANGE, plog), None
+    if ctx.api_version < 4 and records:
+        # Fetch v0-v3 know only message sets: v0-v1 magic 0, v2-v3 magic 1 (as Kafka 3.x's
+        # down-conversion); a zstd batch cannot be expressed in them.
+        try:
+            records = downconvert(records, fp.fetch_offset, 0 if ctx.api_version < 2 else 1, max(limit, 0), first)
+        except UnsupportedCompression:
+            return _partition_error(p, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, plog), None
+    aborted = None
+    if read_committed:
+        aborted = [] if next_offset < 0 else [
+            AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+            for a in plog.aborted_transactions(fp.fetch_offset, next_offset)]
+    return PartitionData(partition_index=p, error_code=ErrorCode.NONE, high_watermark=hw,
+                         last_stable_offset=lso, log_start_offset=plog.log_start_offset,
+                         aborted_transactions=aborted, preferred_read_replica=-1, records=records), plog
 
-    broker.apis.register(1, fetch)
+
+def read_all(ctx: RequestContext, req: FetchRequest, names: list[str | None],
+             budget: int) -> tuple[list[TopicResponse], int, bool]:
+    """Every partition's answer within ``budget`` bytes; their size in all; whether any failed."""
+    read_committed = ctx.api_version >= 4 and req.isolation_level == 1
+    total = 0
+    any_error = False
+    out = []
+    for topic_req, name in zip(req.topics, names, strict=True):
+        parts = []
+        for fp in topic_req.partitions:
+            data, plog = read_partition(ctx, name, fp, budget - total, total == 0, read_committed)
+            if plog is None:
+                any_error = True
+            total += len(data.records) if data.records is not None else 0
+            parts.append(data)
+        out.append(TopicResponse(topic=name or "", topic_id=topic_req.topic_id, partitions=parts))
+    return out, total, any_error
+
+
+def _topic_names(ctx: RequestContext, req: FetchRequest) -> list[str | None]:
+    """The topics' names (v13+ names them by id: None for an unknown id); before v13, the
+    request's topic ids are filled in for the response."""
+    metadata = ctx.broker.metadata
+    if ctx.api_version >= 13:
+        names: list[str | None] = []
+        for t in req.topics:
+            info = metadata.by_id.get(t.topic_id)
+            names.append(info.name if info is not None else None)
+        return names
+    for t in req.topics:
+        info = metadata.topics.get(t.topic)
+        t.topic_id = info.topic_id if info is not None else uuid.UUID(int=0)
+    return [t.topic for t in req.topics]
+
+
+@handles(ApiKey.FETCH, access=(Access(ResourceType.TOPIC, AclOperation.READ),))
+async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+    if ctx.api_version >= 7 and req.session_id != 0:
+        # We never hand out session ids, so any id the client names is unknown.
+        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                             session_id=0, responses=[])
+    broker = ctx.broker
+    names = _topic_names(ctx, req)
+    deadline = now_ms() + max(req.max_wait_ms, 0)
+    want = min(req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker.config.get_int("fetch.max.bytes"))
+    memory = broker.response_memory
+    while True:
+        # What this response may hold comes from the broker's response budget (it is read
+        # and copied, not sent with sendfile); given back once the response has been sent.
+        granted = await memory.acquire(want)
+        try:
+            responses, total, any_error = read_all(ctx, req, names, granted)
+        except BaseException:
+            memory.release(granted)
+            raise
+        memory.adjust(granted, total)
+        remaining = deadline - now_ms()
+        if total >= req.min_bytes or any_error or remaining <= 0 or not ctx.node.running:
+            if ctx.connection is not None:
+                ctx.connection.release_when_sent(memory, total)
+            else:
+                memory.release(total)
+            break
+        memory.release(total)
+        await broker.fetch_waiters.wait(
+            [(name, fp.partition) for name, t in zip(names, req.topics, strict=True) for fp in t.partitions],
+            remaining / 1000)
+    for t in responses:
+        if t.topic:
+            broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions if p.records is not None))
+    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)

@@ -9,20 +9,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shoal.coordinator.group.responses import GROUP_API_KEYS, TXN_OFFSET_COMMIT
+from shoal.broker.apis import Access, handles
+from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.find_coordinator_response import FindCoordinatorResponse
 from shoal.protocol.generated.offset_commit_response import OffsetCommitResponse
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import Broker
     from shoal.broker.node import RequestContext
+    from shoal.broker.services import BrokerServices
+    from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
+    from shoal.protocol.generated.offset_commit_request import OffsetCommitRequest
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
 
+_GROUP = ResourceType.GROUP
+_TOPIC = ResourceType.TOPIC
 
-async def commit_known_topics(broker: Broker, req, response_cls, commit):  # noqa: ANN001, ANN201
+
+async def commit_known_topics(broker: BrokerServices, req, response_cls, commit):  # noqa: ANN001, ANN201
     """As Kafka's KafkaApis for OffsetCommit and TxnOffsetCommit: partitions of topics that do not
     exist are answered UNKNOWN_TOPIC_OR_PARTITION here; ``commit(req)`` gets the rest (if any).
     ``response_cls`` is the response (OffsetCommitResponse or TxnOffsetCommitResponse); its
@@ -61,46 +68,57 @@ async def commit_known_topics(broker: Broker, req, response_cls, commit):  # noq
     return resp
 
 
-def register(broker: Broker) -> None:
-    async def locate(key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
-        if key_type == GROUP_KEY:
-            code, node = await broker.coordinators.locate(key)
-        elif key_type == TRANSACTION_KEY:
-            if not key:
-                return ErrorCode.INVALID_REQUEST, "a transactional id must not be empty", -1, "", -1
-            code, node = await broker.txn_coordinators.locate(key)
-        else:
-            return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
-        if node is None:
-            return code, None, -1, "", -1
-        return ErrorCode.NONE, None, node.node_id, node.advertised_host, node.port
+async def _locate(broker: BrokerServices, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) of the coordinator of a group or transactional id."""
+    if key_type == GROUP_KEY:
+        code, node = await broker.coordinators.locate(key)
+    elif key_type == TRANSACTION_KEY:
+        if not key:
+            return ErrorCode.INVALID_REQUEST, "a transactional id must not be empty", -1, "", -1
+        code, node = await broker.txn_coordinators.locate(key)
+    else:
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    if node is None:
+        return code, None, -1, "", -1
+    return ErrorCode.NONE, None, node.node_id, node.advertised_host, node.port
 
-    async def find_coordinator(ctx: RequestContext, req) -> FindCoordinatorResponse:
-        if ctx.api_version >= 4:
-            found = []
-            for key in req.coordinator_keys:
-                code, msg, node_id, host, port = await locate(key, req.key_type)
-                found.append(FindCoordinatorResponse.Coordinator(
-                    key=key, node_id=node_id, host=host, port=port, error_code=code, error_message=msg))
-            return FindCoordinatorResponse(throttle_time_ms=0, coordinators=found)
-        code, msg, node_id, host, port = await locate(req.key, req.key_type if ctx.api_version >= 1 else GROUP_KEY)
-        return FindCoordinatorResponse(throttle_time_ms=0, error_code=code,
-                                       error_message=msg if ctx.api_version >= 1 else None,
-                                       node_id=node_id, host=host, port=port)
 
-    def group_handler(api_key: int):
-        async def handle(ctx: RequestContext, req):
-            return await broker.coordinators.runtime(ctx.node.node_id).handle(
-                api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
-        return handle
+# Kafka checks the key's resource: a group's DESCRIBE, or a transactional id's.
+@handles(ApiKey.FIND_COORDINATOR, access=(Access(_GROUP, AclOperation.DESCRIBE),
+                                          Access(ResourceType.TRANSACTIONAL_ID, AclOperation.DESCRIBE)))
+async def find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if ctx.api_version >= 4:
+        found = []
+        for key in req.coordinator_keys:
+            code, msg, node_id, host, port = await _locate(ctx.broker, key, req.key_type)
+            found.append(FindCoordinatorResponse.Coordinator(
+                key=key, node_id=node_id, host=host, port=port, error_code=code, error_message=msg))
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=found)
+    key_type = req.key_type if ctx.api_version >= 1 else GROUP_KEY
+    code, msg, node_id, host, port = await _locate(ctx.broker, req.key, key_type)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=msg if ctx.api_version >= 1 else None,
+                                   node_id=node_id, host=host, port=port)
 
-    offset_commit_to_coordinator = group_handler(8)
 
-    async def offset_commit(ctx: RequestContext, req) -> OffsetCommitResponse:
-        return await commit_known_topics(broker, req, OffsetCommitResponse,
-                                         lambda known: offset_commit_to_coordinator(ctx, known))
+# As Kafka's KafkaApis: a group's READ to take part in it, DESCRIBE to look at it, DELETE to
+# delete it or its offsets; the topics' READ (DESCRIBE for OffsetFetch) for their offsets.
+# ListGroups lists the groups the principal may DESCRIBE (all of them with the cluster's DESCRIBE).
+# TxnOffsetCommit is declared with the transaction APIs (it is verified against the transaction first).
+@handles(ApiKey.OFFSET_FETCH, access=(Access(_GROUP, AclOperation.DESCRIBE), Access(_TOPIC, AclOperation.DESCRIBE)))
+@handles(ApiKey.JOIN_GROUP, access=(Access(_GROUP, AclOperation.READ),))
+@handles(ApiKey.HEARTBEAT, access=(Access(_GROUP, AclOperation.READ),))
+@handles(ApiKey.LEAVE_GROUP, access=(Access(_GROUP, AclOperation.READ),))
+@handles(ApiKey.SYNC_GROUP, access=(Access(_GROUP, AclOperation.READ),))
+@handles(ApiKey.DESCRIBE_GROUPS, access=(Access(_GROUP, AclOperation.DESCRIBE),))
+@handles(ApiKey.LIST_GROUPS, access=(Access(_GROUP, AclOperation.DESCRIBE),))
+@handles(ApiKey.DELETE_GROUPS, access=(Access(_GROUP, AclOperation.DELETE),))
+@handles(ApiKey.OFFSET_DELETE, access=(Access(_GROUP, AclOperation.DELETE), Access(_TOPIC, AclOperation.READ)))
+async def group_api(ctx: RequestContext, req):  # noqa: ANN001, ANN201
+    """A group API, answered by this node's group coordinator runtime."""
+    return await ctx.broker.coordinators.runtime(ctx.node.node_id).handle(
+        ctx.api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
 
-    broker.apis.register(10, find_coordinator)
-    # TxnOffsetCommit is registered with the transaction APIs (it is verified against the transaction first).
-    for api_key in sorted(GROUP_API_KEYS - {TXN_OFFSET_COMMIT}):
-        broker.apis.register(api_key, offset_commit if api_key == 8 else group_handler(api_key))
+
+@handles(ApiKey.OFFSET_COMMIT, access=(Access(_GROUP, AclOperation.READ), Access(_TOPIC, AclOperation.READ)))
+async def offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    return await commit_known_topics(ctx.broker, req, OffsetCommitResponse, lambda known: group_api(ctx, known))

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shoal.broker.clock import now_ms
+from shoal.broker.apis import Access, handles
 from shoal.broker.handlers.fetch import leader_epoch_error
+from shoal.clock import now_ms
+from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.list_offsets_response import ListOffsetsResponse
 from shoal.protocol.generated.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import Broker
     from shoal.broker.node import RequestContext
+    from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
+    from shoal.protocol.generated.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
+    from shoal.storage import PartitionLog
 
 LATEST = -1
 EARLIEST = -2
@@ -21,75 +26,76 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
+_DESCRIBE_TOPIC = (Access(ResourceType.TOPIC, AclOperation.DESCRIBE),)
 
 
-def register(broker: Broker) -> None:
-    metadata = broker.metadata
+def leader_error(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int) -> ErrorCode:
+    """Why this node may not answer for the partition (unknown, not its leader, another leader
+    epoch than the client's), or NONE."""
+    metadata = ctx.broker.metadata
+    info = metadata.topics.get(topic)
+    if info is None or not 0 <= index < info.num_partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if metadata.leader(topic, index) != ctx.node.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return leader_epoch_error(metadata.leader_epoch(topic, index), current_leader_epoch)
 
-    def lookup(ctx: RequestContext, topic: str, p, read_committed: bool) -> PartitionResponse:
-        index = p.partition_index
-        info = metadata.topics.get(topic)
-        if info is None or not 0 <= index < info.num_partitions:
-            return PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if metadata.leader(topic, index) != ctx.node.node_id:
-            return PartitionResponse(partition_index=index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        epoch = metadata.leader_epoch(topic, index)
-        code = leader_epoch_error(epoch, p.current_leader_epoch)
-        if code != ErrorCode.NONE:
-            return PartitionResponse(partition_index=index, error_code=code)
-        plog = broker.partition_log(topic, index)
-        ts = p.timestamp
-        if ctx.api_version == 0:  # Kafka 3.x's v0: offsets of segment starts, by file time
-            return PartitionResponse(partition_index=index, error_code=ErrorCode.NONE,
-                                     old_style_offsets=plog.legacy_offsets_before(ts, p.max_num_offsets, now_ms()))
-        timestamp, offset = -1, -1
-        if ts in (LATEST, LATEST_TIERED):
-            offset = plog.last_stable_offset if read_committed else plog.high_watermark
-        elif ts in (EARLIEST, EARLIEST_LOCAL):
-            offset = plog.log_start_offset
-        else:  # a timestamp, or MAX_TIMESTAMP (-3), which storage resolves too
-            found = plog.offset_for_timestamp(ts)
-            # read_committed: an undecided record is not there yet
-            if found is not None and not (read_committed and found[0] >= plog.last_stable_offset):
-                offset, timestamp = found
+
+def _offset_for(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int, int]:
+    """(timestamp, offset) that ListOffsets answers for ``ts`` (a timestamp or a special value)."""
+    if ts in (LATEST, LATEST_TIERED):
+        return -1, plog.last_stable_offset if read_committed else plog.high_watermark
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return -1, plog.log_start_offset
+    found = plog.offset_for_timestamp(ts)  # a timestamp, or MAX_TIMESTAMP (-3), which storage resolves too
+    # read_committed: an undecided record is not there yet
+    if found is not None and not (read_committed and found[0] >= plog.last_stable_offset):
+        offset, timestamp = found
+        return timestamp, offset
+    return -1, -1
+
+
+def lookup(ctx: RequestContext, topic: str, p, read_committed: bool) -> PartitionResponse:  # noqa: ANN001
+    index = p.partition_index
+    code = leader_error(ctx, topic, index, p.current_leader_epoch)
+    if code != ErrorCode.NONE:
+        return PartitionResponse(partition_index=index, error_code=code)
+    epoch = ctx.broker.metadata.leader_epoch(topic, index)
+    plog = ctx.broker.partition_log(topic, index)
+    if ctx.api_version == 0:  # Kafka 3.x's v0: offsets of segment starts, by file time
         return PartitionResponse(partition_index=index, error_code=ErrorCode.NONE,
-                                 timestamp=timestamp, offset=offset,
-                                 leader_epoch=epoch if ctx.api_version >= 4 else -1)
+                                 old_style_offsets=plog.legacy_offsets_before(p.timestamp, p.max_num_offsets,
+                                                                              now_ms()))
+    timestamp, offset = _offset_for(plog, p.timestamp, read_committed)
+    return PartitionResponse(partition_index=index, error_code=ErrorCode.NONE, timestamp=timestamp, offset=offset,
+                             leader_epoch=epoch if ctx.api_version >= 4 else -1)
 
-    async def list_offsets(ctx: RequestContext, req) -> ListOffsetsResponse:
-        topics = []
-        read_committed = ctx.api_version >= 2 and req.isolation_level == 1
-        for t in req.topics:
-            topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(
-                name=t.name, partitions=[lookup(ctx, t.name, p, read_committed) for p in t.partitions]))
-        return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
-    async def offset_for_leader_epoch(ctx: RequestContext, req) -> OffsetForLeaderEpochResponse:
-        # Storage is shared by every replica, so no log is ever truncated: the end
-        # offset of any epoch a client asks about is the current log end.
-        out = []
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                info = metadata.topics.get(t.topic)
-                if info is None or not 0 <= p.partition < info.num_partitions:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif metadata.leader(t.topic, p.partition) != ctx.node.node_id:
-                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                else:
-                    code = leader_epoch_error(metadata.leader_epoch(t.topic, p.partition),
-                                              p.current_leader_epoch)
-                if code != ErrorCode.NONE:
-                    parts.append(OffsetForLeaderEpochResponse.EpochEndOffset(
-                        error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1))
-                    continue
-                epoch = metadata.leader_epoch(t.topic, p.partition)
-                plog = broker.partition_log(t.topic, p.partition)
-                parts.append(OffsetForLeaderEpochResponse.EpochEndOffset(
-                    error_code=ErrorCode.NONE, partition=p.partition,
-                    leader_epoch=min(p.leader_epoch, epoch), end_offset=plog.log_end_offset))
-            out.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
-        return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=out)
+@handles(ApiKey.LIST_OFFSETS, access=_DESCRIBE_TOPIC)
+async def list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    read_committed = ctx.api_version >= 2 and req.isolation_level == 1
+    return ListOffsetsResponse(throttle_time_ms=0, topics=[
+        ListOffsetsResponse.ListOffsetsTopicResponse(
+            name=t.name, partitions=[lookup(ctx, t.name, p, read_committed) for p in t.partitions])
+        for t in req.topics])
 
-    broker.apis.register(2, list_offsets)
-    broker.apis.register(23, offset_for_leader_epoch)
+
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, access=_DESCRIBE_TOPIC)
+async def offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    # Storage is shared by every replica, so no log is ever truncated: the end
+    # offset of any epoch a client asks about is the current log end.
+    out = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code = leader_error(ctx, t.topic, p.partition, p.current_leader_epoch)
+            if code != ErrorCode.NONE:
+                parts.append(EpochEndOffset(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1))
+                continue
+            epoch = ctx.broker.metadata.leader_epoch(t.topic, p.partition)
+            plog = ctx.broker.partition_log(t.topic, p.partition)
+            parts.append(EpochEndOffset(error_code=ErrorCode.NONE, partition=p.partition,
+                                        leader_epoch=min(p.leader_epoch, epoch), end_offset=plog.log_end_offset))
+        out.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=out)

@@ -16,98 +16,127 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
+from shoal.broker.apis import Access, handles
 from shoal.broker.metadata import INTERNAL_TOPICS
+from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.delete_records_response import DeleteRecordsResponse
 from shoal.protocol.generated.describe_log_dirs_response import DescribeLogDirsResponse
 from shoal.storage import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import Broker
+    from pathlib import Path
+
+    from shoal.broker.metadata import TopicInfo
     from shoal.broker.node import RequestContext
+    from shoal.broker.services import BrokerServices
+    from shoal.protocol.generated.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
+    from shoal.protocol.generated.delete_records_request import DeleteRecordsRequest
+    from shoal.protocol.generated.describe_log_dirs_request import DescribeLogDirsRequest
+
+DLD = DescribeLogDirsResponse
+ARLD = AlterReplicaLogDirsResponse
 
 
-def register(broker: Broker) -> None:
-    metadata = broker.metadata
+def _delete_partition_records(ctx: RequestContext, topic: str, info: TopicInfo | None,
+                              p: DeleteRecordsRequest.DeleteRecordsPartition,
+                              ) -> DeleteRecordsResponse.DeleteRecordsPartitionResult:
+    """Move one partition's log start offset up to ``p.offset``: the new low watermark, or Kafka's error."""
+    broker = ctx.broker
+    low, code = -1, ErrorCode.NONE
+    if info is None or not 0 <= p.partition_index < info.num_partitions:
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    elif broker.metadata.leader(topic, p.partition_index) != ctx.node.node_id:
+        code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    elif topic in INTERNAL_TOPICS:
+        code = ErrorCode.POLICY_VIOLATION  # Kafka: "Cannot delete records of internal topics"
+    else:
+        try:
+            low = broker.partition_log(topic, p.partition_index).delete_records(p.offset)
+        except OffsetOutOfRangeError:
+            code = ErrorCode.OFFSET_OUT_OF_RANGE
+    return DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=p.partition_index,
+                                                              low_watermark=low, error_code=code)
 
-    async def delete_records(ctx: RequestContext, req) -> DeleteRecordsResponse:
-        topics = []
-        for t in req.topics:
-            parts = []
-            info = metadata.topics.get(t.name)
+
+@handles(ApiKey.DELETE_RECORDS, access=(Access(ResourceType.TOPIC, AclOperation.DELETE),))
+async def delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    topics = []
+    for t in req.topics:
+        info = ctx.broker.metadata.topics.get(t.name)
+        parts = [_delete_partition_records(ctx, t.name, info, p) for p in t.partitions]
+        topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _partitions_by_dir(ctx: RequestContext, wanted: dict[str, set[int]] | None,
+                       ) -> dict[str, dict[str, list[DLD.DescribeLogDirsPartition]]]:
+    """Each log dir's partitions (those ``wanted``, or all), by topic, as this node hosts them."""
+    broker, metadata = ctx.broker, ctx.broker.metadata
+    by_dir: dict[str, dict[str, list[DLD.DescribeLogDirsPartition]]] = {
+        str(d): {} for d in broker.logs.log_dirs}
+    for (topic, p), plog in sorted(broker.logs.logs().items()):
+        if wanted is not None and p not in wanted.get(topic, ()):
+            continue
+        if metadata.leader(topic, p) != ctx.node.node_id and topic in metadata.topics:
+            # every node shares the storage: report each partition on its leader, as its host
+            continue
+        by_dir.setdefault(str(plog.dir.parent), {}).setdefault(topic, []).append(
+            DLD.DescribeLogDirsPartition(partition_index=p, partition_size=plog.size_bytes, offset_lag=0,
+                                         is_future_key=False))
+    return by_dir
+
+
+def _log_dir_result(d: str, topics: dict[str, list[DLD.DescribeLogDirsPartition]]) -> DLD.DescribeLogDirsResult:
+    try:
+        usage = shutil.disk_usage(d)
+        total, usable = usage.total, usage.free
+    except OSError:
+        total = usable = -1
+    return DLD.DescribeLogDirsResult(
+        error_code=ErrorCode.NONE, log_dir=d, total_bytes=total, usable_bytes=usable,
+        topics=[DLD.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in sorted(topics.items())])
+
+
+@handles(ApiKey.DESCRIBE_LOG_DIRS, access=(Access(ResourceType.CLUSTER, AclOperation.DESCRIBE),))
+async def describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    wanted: dict[str, set[int]] | None = None
+    if req.topics is not None:
+        wanted = {t.topic: set(t.partitions) for t in req.topics}
+    results = [_log_dir_result(d, topics) for d, topics in _partitions_by_dir(ctx, wanted).items()]
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)
+
+
+def _move_replica(broker: BrokerServices, target: Path | None, topic: str, info: TopicInfo | None,
+                  p: int) -> ErrorCode:
+    """Move one partition's files to ``target``, or Kafka's reason not to."""
+    current = broker.logs.get(topic, p)
+    if target is None:
+        return ErrorCode.LOG_DIR_NOT_FOUND
+    if info is None or not 0 <= p < info.num_partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if topic in INTERNAL_TOPICS and current is not None and current.dir.parent != target:
+        return ErrorCode.INVALID_REQUEST  # a coordinator reads it: not moved while loaded
+    broker.logs.move(topic, p, target)
+    return ErrorCode.NONE
+
+
+@handles(ApiKey.ALTER_REPLICA_LOG_DIRS, access=(Access(ResourceType.CLUSTER, AclOperation.ALTER),))
+async def alter_replica_log_dirs(ctx: RequestContext,
+                                 req: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse:
+    broker = ctx.broker
+    dirs = {str(d): d for d in broker.logs.log_dirs}
+    results: dict[str, list[ARLD.AlterReplicaLogDirPartitionResult]] = {}
+    for d in req.dirs:
+        target = dirs.get(d.path.rstrip("/") or "/")
+        for t in d.topics:
+            info = broker.metadata.topics.get(t.name)
             for p in t.partitions:
-                low, code = -1, ErrorCode.NONE
-                if info is None or not 0 <= p.partition_index < info.num_partitions:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif metadata.leader(t.name, p.partition_index) != ctx.node.node_id:
-                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                elif t.name in INTERNAL_TOPICS:
-                    code = ErrorCode.POLICY_VIOLATION  # Kafka: "Cannot delete records of internal topics"
-                else:
-                    plog = broker.partition_log(t.name, p.partition_index)
-                    try:
-                        low = plog.delete_records(p.offset)
-                    except OffsetOutOfRangeError:
-                        code = ErrorCode.OFFSET_OUT_OF_RANGE
-                parts.append(DeleteRecordsResponse.DeleteRecordsPartitionResult(
-                    partition_index=p.partition_index, low_watermark=low, error_code=code))
-            topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=t.name, partitions=parts))
-        return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
-
-    async def describe_log_dirs(ctx: RequestContext, req) -> DescribeLogDirsResponse:
-        wanted: dict[str, set[int]] | None = None
-        if req.topics is not None:
-            wanted = {t.topic: set(t.partitions) for t in req.topics}
-        by_dir: dict[str, dict[str, list[DescribeLogDirsResponse.DescribeLogDirsPartition]]] = {
-            str(d): {} for d in broker.logs.log_dirs}
-        for (topic, p), plog in sorted(broker.logs.logs().items()):
-            if wanted is not None and p not in wanted.get(topic, ()):
-                continue
-            if metadata.leader(topic, p) != ctx.node.node_id and topic in metadata.topics:
-                # every node shares the storage: report each partition on its leader, as its host
-                continue
-            by_dir.setdefault(str(plog.dir.parent), {}).setdefault(topic, []).append(
-                DescribeLogDirsResponse.DescribeLogDirsPartition(
-                    partition_index=p, partition_size=plog.size_bytes, offset_lag=0, is_future_key=False))
-        results = []
-        for d, topics in by_dir.items():
-            try:
-                usage = shutil.disk_usage(d)
-                total, usable = usage.total, usage.free
-            except OSError:
-                total = usable = -1
-            results.append(DescribeLogDirsResponse.DescribeLogDirsResult(
-                error_code=ErrorCode.NONE, log_dir=d, total_bytes=total, usable_bytes=usable,
-                topics=[DescribeLogDirsResponse.DescribeLogDirsTopic(name=t, partitions=ps)
-                        for t, ps in sorted(topics.items())]))
-        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)
-
-    async def alter_replica_log_dirs(ctx: RequestContext, req) -> AlterReplicaLogDirsResponse:
-        dirs = {str(d): d for d in broker.logs.log_dirs}
-        results: dict[str, list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]] = {}
-        for d in req.dirs:
-            target = dirs.get(d.path.rstrip("/") or "/")
-            for t in d.topics:
-                info = metadata.topics.get(t.name)
-                for p in t.partitions:
-                    current = broker.logs.get(t.name, p)
-                    if target is None:
-                        code = ErrorCode.LOG_DIR_NOT_FOUND
-                    elif info is None or not 0 <= p < info.num_partitions:
-                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    elif t.name in INTERNAL_TOPICS and current is not None and current.dir.parent != target:
-                        code = ErrorCode.INVALID_REQUEST  # a coordinator reads it: not moved while loaded
-                    else:
-                        broker.logs.move(t.name, p, target)
-                        code = ErrorCode.NONE
-                    results.setdefault(t.name, []).append(
-                        AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult(partition_index=p,
-                                                                                     error_code=code))
-        return AlterReplicaLogDirsResponse(throttle_time_ms=0, results=[
-            AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(topic_name=name, partitions=parts)
-            for name, parts in results.items()])
-
-    broker.apis.register(21, delete_records)
-    broker.apis.register(34, alter_replica_log_dirs)
-    broker.apis.register(35, describe_log_dirs)
+                code = _move_replica(broker, target, t.name, info, p)
+                results.setdefault(t.name, []).append(
+                    ARLD.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code))
+    return AlterReplicaLogDirsResponse(throttle_time_ms=0, results=[
+        ARLD.AlterReplicaLogDirTopicResult(topic_name=name, partitions=parts)
+        for name, parts in results.items()])

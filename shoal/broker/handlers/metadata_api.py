@@ -5,14 +5,23 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from shoal.broker.apis import Access, handles
 from shoal.broker.metadata import TopicInfo, topic_name_error
-from shoal.protocol.acl_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
+from shoal.protocol.acl_operations import (
+    CLUSTER_OPERATIONS,
+    NOT_REQUESTED,
+    TOPIC_OPERATIONS,
+    AclOperation,
+    ResourceType,
+)
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.metadata_response import MetadataResponse
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import Broker
     from shoal.broker.node import RequestContext
+    from shoal.broker.services import BrokerServices
+    from shoal.protocol.generated.metadata_request import MetadataRequest
 
 _ZERO_ID = uuid.UUID(int=0)
 _NO_OPS = NOT_REQUESTED
@@ -21,13 +30,13 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
 
 
-def live_brokers(broker: Broker) -> list[MetadataResponse.MetadataResponseBroker]:
+def live_brokers(broker: BrokerServices) -> list[MetadataResponse.MetadataResponseBroker]:
     return [MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.advertised_host,
                                                     port=n.port, rack=None)
             for n in broker.nodes.values() if n.running]
 
 
-def topic_entry(broker: Broker, info: TopicInfo, ops: int = NOT_REQUESTED) -> Topic:
+def topic_entry(broker: BrokerServices, info: TopicInfo, ops: int = NOT_REQUESTED) -> Topic:
     parts = []
     for p in range(info.num_partitions):
         st = broker.metadata.partition(info.name, p)
@@ -41,56 +50,47 @@ def topic_entry(broker: Broker, info: TopicInfo, ops: int = NOT_REQUESTED) -> To
                  topic_authorized_operations=ops)
 
 
-def register(broker: Broker) -> None:
-    config = broker.config
-    auto_create_enabled = config.get_bool("auto.create.topics.enable")
+def _named_topic(ctx: RequestContext, req: MetadataRequest, wanted, topic_ops: int) -> Topic:  # noqa: ANN001
+    """The entry of one topic the request names (by name, or by id from v10), auto-created if
+    the broker and the request allow it."""
+    broker = ctx.broker
+    name = wanted.name
+    if name is None:  # v10+: by topic id
+        info = broker.metadata.by_id.get(wanted.topic_id)
+        if info is None:
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id,
+                         topic_authorized_operations=_NO_OPS)
+        return topic_entry(broker, info, topic_ops)
+    info = broker.metadata.topics.get(name)
+    if info is None:
+        if topic_name_error(name) is not None:
+            return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_authorized_operations=_NO_OPS)
+        allow_auto = broker.config.get_bool("auto.create.topics.enable") and (
+            ctx.api_version < 4 or req.allow_auto_topic_creation)
+        if not allow_auto:
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                         topic_authorized_operations=_NO_OPS)
+        info = broker.auto_create_topic(name)
+    return topic_entry(broker, info, topic_ops)
 
-    async def metadata(ctx: RequestContext, req) -> MetadataResponse:
-        topics_md = broker.metadata.topics
-        out: list[Topic] = []
-        # KIP-430: every operation, when asked (no authorizer, as Kafka without one)
-        topic_ops = TOPIC_OPERATIONS if ctx.api_version >= 8 and req.include_topic_authorized_operations \
-            else _NO_OPS
-        cluster_ops = CLUSTER_OPERATIONS if 8 <= ctx.api_version <= 10 and \
-            req.include_cluster_authorized_operations else _NO_OPS
-        if req.topics is None or (ctx.api_version == 0 and not req.topics):
-            out = [topic_entry(broker, t, topic_ops) for t in sorted(topics_md.values(), key=lambda t: t.name)]
-        else:
-            if ctx.api_version < 12 and any(t.name is None or t.topic_id != _ZERO_ID for t in req.topics):
-                # v10 and v11 carry a topic id and a nullable name that no broker implemented; Kafka
-                # refuses such a request with INVALID_REQUEST for every topic it names.
-                return MetadataResponse(
-                    throttle_time_ms=0, brokers=live_brokers(broker), cluster_id=broker.cluster_id,
-                    controller_id=broker.metadata.controller_id,
-                    topics=[Topic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id,
-                                  topic_authorized_operations=_NO_OPS) for t in req.topics],
-                    cluster_authorized_operations=_NO_OPS)
-            allow_auto = auto_create_enabled and (ctx.api_version < 4 or req.allow_auto_topic_creation)
-            for wanted in req.topics:
-                name = wanted.name
-                if name is None:  # v10+: by topic id
-                    info = broker.metadata.by_id.get(wanted.topic_id)
-                    if info is None:
-                        out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
-                                         topic_id=wanted.topic_id, topic_authorized_operations=_NO_OPS))
-                    else:
-                        out.append(topic_entry(broker, info, topic_ops))
-                    continue
-                info = topics_md.get(name)
-                if info is None:
-                    if topic_name_error(name) is not None:
-                        out.append(Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name,
-                                         topic_authorized_operations=_NO_OPS))
-                        continue
-                    if not allow_auto:
-                        out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
-                                         topic_authorized_operations=_NO_OPS))
-                        continue
-                    info = broker.auto_create_topic(name)
-                out.append(topic_entry(broker, info, topic_ops))
-        return MetadataResponse(
-            throttle_time_ms=0, brokers=live_brokers(broker), cluster_id=broker.cluster_id,
-            controller_id=broker.metadata.controller_id, topics=out,
-            cluster_authorized_operations=cluster_ops)
 
-    broker.apis.register(3, metadata)
+@handles(ApiKey.METADATA, access=(Access(ResourceType.TOPIC, AclOperation.DESCRIBE),))
+async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    # KIP-430: every operation, when asked (no authorizer, as Kafka without one)
+    topic_ops = TOPIC_OPERATIONS if ctx.api_version >= 8 and req.include_topic_authorized_operations else _NO_OPS
+    cluster_ops = CLUSTER_OPERATIONS if 8 <= ctx.api_version <= 10 and \
+        req.include_cluster_authorized_operations else _NO_OPS
+    if req.topics is None or (ctx.api_version == 0 and not req.topics):
+        out = [topic_entry(broker, t, topic_ops) for t in sorted(broker.metadata.topics.values(), key=lambda t: t.name)]
+    elif ctx.api_version < 12 and any(t.name is None or t.topic_id != _ZERO_ID for t in req.topics):
+        # v10 and v11 carry a topic id and a nullable name that no broker implemented; Kafka
+        # refuses such a request with INVALID_REQUEST for every topic it names.
+        out = [Topic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id,
+                     topic_authorized_operations=_NO_OPS) for t in req.topics]
+        cluster_ops = _NO_OPS
+    else:
+        out = [_named_topic(ctx, req, wanted, topic_ops) for wanted in req.topics]
+    return MetadataResponse(
+        throttle_time_ms=0, brokers=live_brokers(broker), cluster_id=broker.cluster_id,
+        controller_id=broker.metadata.controller_id, topics=out, cluster_authorized_operations=cluster_ops)

@@ -22,117 +22,122 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shoal.broker.apis import Access, handles
 from shoal.broker.handlers.groups import commit_known_topics
-from shoal.coordinator.group.responses import TXN_OFFSET_COMMIT
+from shoal.broker.metadata import OFFSETS_TOPIC
 from shoal.coordinator.group.responses import error_response as group_error_response
-from shoal.coordinator.txn.responses import (
-    ADD_OFFSETS_TO_TXN,
-    ADD_PARTITIONS_TO_TXN,
-    DESCRIBE_TRANSACTIONS,
-    END_TXN,
-    INIT_PRODUCER_ID,
-    LIST_TRANSACTIONS,
-    for_version,
-    init_producer_id_response,
-)
+from shoal.coordinator.txn.responses import for_version, init_producer_id_response
+from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_producers_response import DescribeProducersResponse
 from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitResponse
 from shoal.protocol.generated.write_txn_markers_response import WriteTxnMarkersResponse
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import Broker
     from shoal.broker.node import RequestContext
+    from shoal.protocol.generated.describe_producers_request import DescribeProducersRequest
+    from shoal.protocol.generated.init_producer_id_request import InitProducerIdRequest
+    from shoal.protocol.generated.txn_offset_commit_request import TxnOffsetCommitRequest
+    from shoal.protocol.generated.write_txn_markers_request import WriteTxnMarkersRequest
 
-WRITE_TXN_MARKERS = 27
-DESCRIBE_PRODUCERS = 61
-OFFSETS_TOPIC = "__consumer_offsets"
+_WRITE_TXN_ID = Access(ResourceType.TRANSACTIONAL_ID, AclOperation.WRITE)
+_READ_GROUP = Access(ResourceType.GROUP, AclOperation.READ)
+# Errors of the transaction check that a TxnOffsetCommit client retries as a coordinator loading.
+_RETRIED_AS_LOADING = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                 ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.CONCURRENT_TRANSACTIONS})
 
 
-def register(broker: Broker) -> None:
-    txn = broker.txn_coordinators
+# As Kafka's KafkaApis: the transactional id's WRITE, and each API's other resources.
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, access=(_WRITE_TXN_ID, Access(ResourceType.TOPIC, AclOperation.WRITE)))
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, access=(_WRITE_TXN_ID, _READ_GROUP))
+@handles(ApiKey.END_TXN, max_version=4, access=(_WRITE_TXN_ID,))  # v5 is transaction version 2
+# ListTransactions lists the transactional ids the principal may DESCRIBE.
+@handles(ApiKey.DESCRIBE_TRANSACTIONS, access=(Access(ResourceType.TRANSACTIONAL_ID, AclOperation.DESCRIBE),))
+@handles(ApiKey.LIST_TRANSACTIONS, access=(Access(ResourceType.TRANSACTIONAL_ID, AclOperation.DESCRIBE),))
+async def transaction_api(ctx: RequestContext, req):  # noqa: ANN001, ANN201
+    """A transaction API, answered by this node's transaction coordinator runtime."""
+    return await ctx.broker.txn_coordinators.runtime(ctx.node.node_id).handle(
+        ctx.api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
 
-    async def init_producer_id(ctx: RequestContext, req):
-        if req.transactional_id is None:
-            return init_producer_id_response(ctx.api_version, ErrorCode.NONE, broker.producer_ids.next_id(), 0)
-        return await coordinator_api(INIT_PRODUCER_ID)(ctx, req)
 
-    def coordinator_api(api_key: int):
-        async def handle(ctx: RequestContext, req):
-            return await txn.runtime(ctx.node.node_id).handle(
-                api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
-        return handle
+# Without a transactional id Kafka checks the cluster's IDEMPOTENT_WRITE (or any topic's WRITE) instead.
+@handles(ApiKey.INIT_PRODUCER_ID, access=(_WRITE_TXN_ID,))
+async def init_producer_id(ctx: RequestContext, req: InitProducerIdRequest):  # noqa: ANN201
+    if req.transactional_id is None:
+        return init_producer_id_response(ctx.api_version, ErrorCode.NONE, ctx.broker.producer_ids.next_id(), 0)
+    return await transaction_api(ctx, req)
 
-    async def txn_offset_commit(ctx: RequestContext, req):
-        return await commit_known_topics(broker, req, TxnOffsetCommitResponse,
-                                         lambda known: txn_offset_commit_known(ctx, known))
 
-    async def txn_offset_commit_known(ctx: RequestContext, req):
-        partition = broker.coordinators.partition_for(req.group_id)
-        code = txn.verify(req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, partition)
-        if code != ErrorCode.NONE:
-            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                        ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.CONCURRENT_TRANSACTIONS):
-                code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # retriable: the client tries again
-            elif code == ErrorCode.PRODUCER_FENCED:
-                code = ErrorCode.INVALID_PRODUCER_EPOCH
-            return group_error_response(TXN_OFFSET_COMMIT, ctx.api_version, req,
-                                        for_version(TXN_OFFSET_COMMIT, ctx.api_version, code))
-        return await broker.coordinators.runtime(ctx.node.node_id).handle(
-            TXN_OFFSET_COMMIT, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
+@handles(ApiKey.TXN_OFFSET_COMMIT, access=(_WRITE_TXN_ID, _READ_GROUP, Access(ResourceType.TOPIC, AclOperation.READ)))
+async def txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest):  # noqa: ANN201
+    return await commit_known_topics(ctx.broker, req, TxnOffsetCommitResponse,
+                                     lambda known: _txn_offset_commit_known(ctx, known))
 
-    async def write_txn_markers(ctx: RequestContext, req) -> WriteTxnMarkersResponse:
-        results = []
-        for m in req.markers:
-            topics = []
-            for t in m.topics:
-                parts = []
-                for p in t.partition_indexes:
-                    info = broker.metadata.topics.get(t.name)
-                    if info is None or not 0 <= p < info.num_partitions:
-                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    elif broker.metadata.leader(t.name, p) != ctx.node.node_id:
-                        code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    else:
-                        code = await txn.write_marker(t.name, p, m.producer_id, m.producer_epoch,
-                                                      m.coordinator_epoch, m.transaction_result)
-                    parts.append(WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
-                        partition_index=p, error_code=int(code)))
-                topics.append(WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
-            results.append(WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
-        return WriteTxnMarkersResponse(markers=results)
 
-    async def describe_producers(ctx: RequestContext, req) -> DescribeProducersResponse:
+async def _txn_offset_commit_known(ctx: RequestContext, req: TxnOffsetCommitRequest):  # noqa: ANN201
+    broker = ctx.broker
+    partition = broker.coordinators.partition_for(req.group_id)
+    code = broker.txn_coordinators.verify(req.transactional_id, req.producer_id, req.producer_epoch,
+                                          OFFSETS_TOPIC, partition)
+    if code != ErrorCode.NONE:
+        if code in _RETRIED_AS_LOADING:
+            code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # retriable: the client tries again
+        elif code == ErrorCode.PRODUCER_FENCED:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        return group_error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req,
+                                    for_version(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, code))
+    return await broker.coordinators.runtime(ctx.node.node_id).handle(
+        ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
+
+
+def _partition_error(ctx: RequestContext, topic: str, p: int) -> ErrorCode:
+    """UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER if this node cannot answer for it."""
+    metadata = ctx.broker.metadata
+    info = metadata.topics.get(topic)
+    if info is None or not 0 <= p < info.num_partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if metadata.leader(topic, p) != ctx.node.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.NONE
+
+
+@handles(ApiKey.WRITE_TXN_MARKERS, access=(Access(ResourceType.CLUSTER, AclOperation.CLUSTER_ACTION),))
+async def write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    txn = ctx.broker.txn_coordinators
+    results = []
+    for m in req.markers:
         topics = []
-        for t in req.topics:
+        for t in m.topics:
             parts = []
             for p in t.partition_indexes:
-                info = broker.metadata.topics.get(t.name)
-                if info is None or not 0 <= p < info.num_partitions:
-                    parts.append(DescribeProducersResponse.PartitionResponse(
-                        partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, active_producers=[]))
-                    continue
-                if broker.metadata.leader(t.name, p) != ctx.node.node_id:
-                    parts.append(DescribeProducersResponse.PartitionResponse(
-                        partition_index=p, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, active_producers=[]))
-                    continue
-                state = broker.partition_log(t.name, p).producer_state
-                parts.append(DescribeProducersResponse.PartitionResponse(
-                    partition_index=p, error_code=0, active_producers=[
-                        DescribeProducersResponse.ProducerState(
-                            producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-                            last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
-                            current_txn_start_offset=e.current_txn_first_offset)
-                        for e in state.producers.values()]))
-            topics.append(DescribeProducersResponse.TopicResponse(name=t.name, partitions=parts))
-        return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+                code = _partition_error(ctx, t.name, p)
+                if code == ErrorCode.NONE:
+                    code = await txn.write_marker(t.name, p, m.producer_id, m.producer_epoch,
+                                                  m.coordinator_epoch, m.transaction_result)
+                parts.append(WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
+                    partition_index=p, error_code=int(code)))
+            topics.append(WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
+        results.append(WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(markers=results)
 
-    broker.apis.register(INIT_PRODUCER_ID, init_producer_id)
-    broker.apis.register(ADD_PARTITIONS_TO_TXN, coordinator_api(ADD_PARTITIONS_TO_TXN))
-    broker.apis.register(ADD_OFFSETS_TO_TXN, coordinator_api(ADD_OFFSETS_TO_TXN))
-    broker.apis.register(END_TXN, coordinator_api(END_TXN), max_version=4)  # v5 is transaction version 2
-    broker.apis.register(WRITE_TXN_MARKERS, write_txn_markers)
-    broker.apis.register(TXN_OFFSET_COMMIT, txn_offset_commit)
-    broker.apis.register(DESCRIBE_PRODUCERS, describe_producers)
-    broker.apis.register(DESCRIBE_TRANSACTIONS, coordinator_api(DESCRIBE_TRANSACTIONS))
-    broker.apis.register(LIST_TRANSACTIONS, coordinator_api(LIST_TRANSACTIONS))
+
+def _producers(ctx: RequestContext, topic: str, p: int) -> DescribeProducersResponse.PartitionResponse:
+    code = _partition_error(ctx, topic, p)
+    if code != ErrorCode.NONE:
+        return DescribeProducersResponse.PartitionResponse(partition_index=p, error_code=code, active_producers=[])
+    state = ctx.broker.partition_log(topic, p).producer_state
+    return DescribeProducersResponse.PartitionResponse(partition_index=p, error_code=0, active_producers=[
+        DescribeProducersResponse.ProducerState(
+            producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
+            last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+            current_txn_start_offset=e.current_txn_first_offset)
+        for e in state.producers.values()])
+
+
+@handles(ApiKey.DESCRIBE_PRODUCERS, access=(Access(ResourceType.TOPIC, AclOperation.READ),))
+async def describe_producers(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
+    return DescribeProducersResponse(throttle_time_ms=0, topics=[
+        DescribeProducersResponse.TopicResponse(name=t.name, partitions=[_producers(ctx, t.name, p)
+                                                                         for p in t.partition_indexes])
+        for t in req.topics])

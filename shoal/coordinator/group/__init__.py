@@ -1,15 +1,16 @@
-"""The classic group coordinator (sans-IO): shard, groups, offsets, records."""
+"""The group coordinator (sans-IO): shard, group types, offsets, records."""
 
 from shoal.coordinator.group.config import GroupConfig
-from shoal.coordinator.group.partitioning import group_partition
-from shoal.coordinator.group.shard import CoordinatorResult, GroupCoordinatorShard, RequestContext
+from shoal.coordinator.group.shard import CoordinatorResult, GroupCoordinatorShard, ShardRequest
 from shoal.coordinator.group.state import GroupState
+from shoal.coordinator.group.types import Group, GroupType
 
 __all__ = [
     "CoordinatorResult",
+    "Group",
     "GroupConfig",
     "GroupCoordinatorShard",
     "GroupState",
-    "RequestContext",
-    "group_partition",
+    "GroupType",
+    "ShardRequest",
 ]

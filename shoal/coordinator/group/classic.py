@@ -3,77 +3,53 @@
 Follows Kafka's classic GroupCoordinator (GroupMetadataManager's classic
 group code): the same states, error codes, delayed joins (InitialDelayedJoin,
 DelayedJoin), heartbeat expiry, pending-sync expiry and static membership
-(KIP-345, KIP-814). Time comes in as `now_ms`; timers live in the shard's
-`Timers`; records go out through `shard.emit` which also replays them.
+(KIP-345, KIP-814). The rebalance machinery and timers are in `rebalance.py`.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shoal.coordinator.group.group import ClassicGroup
 from shoal.coordinator.group.member import ClassicMember, PendingRequest
-from shoal.coordinator.group.records import group_metadata_key, group_metadata_value
+from shoal.coordinator.group.rebalance import ClassicRebalancer, heartbeat_timer_key
+from shoal.coordinator.group.records import (
+    GROUP_METADATA_KEY_VERSION,
+    decode_group_metadata_key,
+    decode_group_metadata_value,
+)
 from shoal.coordinator.group.responses import join_response, sync_response
 from shoal.coordinator.group.state import GroupState
+from shoal.coordinator.result import ShardRequest
 from shoal.protocol.errors import ErrorCode
-from shoal.protocol.generated.group_metadata_value import GroupMetadataValue
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.heartbeat_response import HeartbeatResponse
 from shoal.protocol.generated.leave_group_response import LeaveGroupResponse
 
 if TYPE_CHECKING:
-    from shoal.coordinator.group.shard import GroupCoordinatorShard, RequestContext
+    from shoal.coordinator.group.shard import GroupCoordinatorShard
 
+log = logging.getLogger(__name__)
 E = ErrorCode
 S = GroupState
 
 
-def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("heartbeat", group_id, member_id)
+class ClassicGroupManager(ClassicRebalancer):
+    """Classic-protocol handlers over the shard's groups, timers and output (a `types.GroupTypeManager`)."""
 
-
-def _join_key(group_id: str) -> tuple[str, str]:
-    return ("join", group_id)
-
-
-def _sync_key(group_id: str) -> tuple[str, str]:
-    return ("sync", group_id)
-
-
-class ClassicGroupManager:
-    """Classic-protocol handlers over the shard's groups, timers and output."""
+    record_key_versions = frozenset({GROUP_METADATA_KEY_VERSION})
 
     def __init__(self, shard: GroupCoordinatorShard) -> None:
-        self.shard = shard
-        self.config = shard.config
-        self.timers = shard.timers
-        # group_id -> "initial" | "normal": which kind of join timer is pending.
-        self._join_kind: dict[str, str] = {}
-        self.completed_rebalances = 0  # generations begun with members (a metric; not state)
+        super().__init__(shard)
+        self._handlers: dict[ApiKey, Callable[[ShardRequest, Any, int], Any]] = {
+            ApiKey.JOIN_GROUP: self.join, ApiKey.SYNC_GROUP: self.sync, ApiKey.HEARTBEAT: self.heartbeat,
+            ApiKey.LEAVE_GROUP: self.leave}
+        self.api_keys = frozenset(self._handlers)
 
-    # ================================================================ helpers
-    @property
-    def groups(self) -> dict[str, ClassicGroup]:
-        return self.shard.groups
-
-    def _respond(self, waiter: PendingRequest, response: Any) -> None:
-        self.shard.respond(waiter.token, response)
-
-    def _join_error(self, waiter: PendingRequest, error: int, member_id: str = "") -> None:
-        self._respond(waiter, join_response(waiter.api_version, error=error, member_id=member_id))
-
-    def _sync_error(self, waiter: PendingRequest, error: int) -> None:
-        self._respond(waiter, sync_response(waiter.api_version, error=error))
-
-    def schedule_heartbeat(self, group: ClassicGroup, member: ClassicMember, now_ms: int, timeout_ms: int | None = None) -> None:
-        timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        gid, mid = group.group_id, member.member_id
-        self.timers.schedule(_hb_key(gid, mid), now_ms + timeout, lambda t: self._expire_heartbeat(gid, mid, t))
-
-    def _schedule_pending_heartbeat(self, group: ClassicGroup, member_id: str, now_ms: int, timeout_ms: int) -> None:
-        gid = group.group_id
-        self.timers.schedule(_hb_key(gid, member_id), now_ms + timeout_ms,
-                             lambda t: self._expire_heartbeat(gid, member_id, t))
+    def handle(self, ctx: ShardRequest, request: Any, now_ms: int) -> Any | None:
+        return self._handlers[ctx.api_key](ctx, request, now_ms)
 
     def _new_member_id(self, client_id: str, group_instance_id: str | None) -> str:
         prefix = group_instance_id if group_instance_id is not None else client_id
@@ -96,7 +72,7 @@ class ClassicGroupManager:
         return group.has_member(member_id) or group.size() < max_size
 
     # ================================================================ JoinGroup
-    def join(self, ctx: RequestContext, req: Any, now_ms: int) -> Any | None:
+    def join(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any | None:
         v = ctx.api_version
         member_id = req.member_id
         instance_id = req.group_instance_id if v >= 5 else None
@@ -117,7 +93,7 @@ class ClassicGroupManager:
         if group is None:
             if not unknown:
                 return err(E.UNKNOWN_MEMBER_ID)
-            group = ClassicGroup(req.group_id, now_ms)
+            group = self.new_group(req.group_id, now_ms)
             self.groups[req.group_id] = group
             created = True
         if not self._accept_joining_member(group, member_id):
@@ -193,12 +169,6 @@ class ClassicGroupManager:
             return self._current_join_result(v, group, member_id, include_members=False)
         return join_response(v, error=E.UNKNOWN_MEMBER_ID, member_id=member_id)
 
-    def _current_join_result(self, v: int, group: ClassicGroup, member_id: str, include_members: bool = True) -> Any:
-        members = group.current_member_metadata() if include_members and group.is_leader(member_id) else []
-        return join_response(v, error=E.NONE, member_id=member_id, generation_id=group.generation_id,
-                             protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                             leader=group.leader_id or "", members=members)
-
     def _add_member_and_rebalance(self, ctx, req, group, member_id, instance_id, protocols,
                                   session_timeout, rebalance_timeout, waiter, now_ms) -> None:
         member = ClassicMember(
@@ -210,9 +180,12 @@ class ClassicGroupManager:
         if group.state == S.PREPARING_REBALANCE and group.generation_id == 0:
             group.new_member_added = True
         group.add_member(member)
+        log.info("%s member %s joins group %s in %s state. Adding to the group now.",
+                 "Static" if instance_id is not None else "Dynamic", member_id, group.group_id, group.state.value)
         # New members cannot heartbeat while parked in JoinGroup: bound them by the new-member timeout.
         self.schedule_heartbeat(group, member, now_ms, self.config.new_member_join_timeout_ms)
-        self.maybe_prepare_rebalance(group, now_ms)
+        self.maybe_prepare_rebalance(group, now_ms,
+                                     f"Adding new member {member_id} with group instance id {instance_id}")
 
     def _update_member_and_rebalance(self, group, member, protocols, session_timeout, rebalance_timeout, waiter, now_ms) -> None:
         member.protocols = protocols
@@ -221,7 +194,9 @@ class ClassicGroupManager:
         if member.join_waiter is not None and member.join_waiter is not waiter:
             self._join_error(member.join_waiter, E.REBALANCE_IN_PROGRESS, member.member_id)
         member.join_waiter = waiter
-        self.maybe_prepare_rebalance(group, now_ms)
+        self.maybe_prepare_rebalance(group, now_ms, (
+            f"Leader {member.member_id} re-joining group during {group.state.value}" if group.is_leader(member.member_id)
+            else f"Updating metadata for member {member.member_id} during {group.state.value}"))
 
     def _replace_static_member(self, ctx, req, group, instance_id, old_id, new_id, protocols,
                                session_timeout, rebalance_timeout, waiter, now_ms):
@@ -234,6 +209,8 @@ class ClassicGroupManager:
         )
         old_leader = group.leader_id
         group.replace_static_member(instance_id, old_id, new)
+        log.info("Static member with group instance id %s re-joins group %s in %s state: member id %s replaces %s.",
+                 instance_id, group.group_id, group.state.value, new_id, old_id)
         # The old member id is fenced: anything it has parked is answered so.
         if old.join_waiter is not None:
             self._join_error(old.join_waiter, E.FENCED_INSTANCE_ID, old_id)
@@ -241,7 +218,7 @@ class ClassicGroupManager:
         if old.sync_waiter is not None:
             self._sync_error(old.sync_waiter, E.FENCED_INSTANCE_ID)
             old.sync_waiter = None
-        self.timers.cancel(_hb_key(group.group_id, old_id))
+        self.timers.cancel(heartbeat_timer_key(group.group_id, old_id))
         self.schedule_heartbeat(group, new, now_ms)
         if group.state == S.STABLE:
             if group.select_protocol() == group.protocol_name:
@@ -264,171 +241,22 @@ class ClassicGroupManager:
                     leader=(old_leader if old_leader == old_id else group.leader_id) or "", members=[],
                 )
             new.join_waiter = waiter
-            self.maybe_prepare_rebalance(group, now_ms)
+            self.maybe_prepare_rebalance(group, now_ms, (
+                f"Group's selected protocol will change because static member {old_id} with instance id "
+                f"{instance_id} joined with change of protocol"))
             return None
         if group.state == S.COMPLETING_REBALANCE:
             # The leader may already hold the old member id: rebalance so the new one gets an assignment.
             new.join_waiter = waiter
-            self.prepare_rebalance(group, now_ms)
+            self.prepare_rebalance(group, now_ms, f"Updating metadata for static member {new_id} with "
+                                                  f"instance id {instance_id}")
             return None
         # PreparingRebalance: simply wait for the join to complete.
         new.join_waiter = waiter
         return None
 
-    # ================================================================ rebalance machinery
-    def maybe_prepare_rebalance(self, group: ClassicGroup, now_ms: int) -> None:
-        if group.can_rebalance():
-            self.prepare_rebalance(group, now_ms)
-
-    def prepare_rebalance(self, group: ClassicGroup, now_ms: int) -> None:
-        if group.state == S.COMPLETING_REBALANCE:
-            self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS)
-        self.timers.cancel(_sync_key(group.group_id))
-        gid = group.group_id
-        if group.state == S.EMPTY:
-            delay = self.config.group_initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self._schedule_initial_join(gid, now_ms, delay, remaining)
-        else:
-            self._schedule_join_timeout(group, now_ms)
-        group.transition_to(S.PREPARING_REBALANCE, now_ms)
-
-    def _schedule_join_timeout(self, group: ClassicGroup, now_ms: int) -> None:
-        """The join phase ends at the rebalance timeout (or earlier, once all members rejoined)."""
-        gid = group.group_id
-        self._join_kind[gid] = "normal"
-        self.timers.schedule(_join_key(gid), now_ms + group.rebalance_timeout_ms(),
-                             lambda t: self._on_join_timeout(gid, t))
-
-    def _schedule_initial_join(self, gid: str, now_ms: int, delay: int, remaining: int) -> None:
-        self._join_kind[gid] = "initial"
-        self.timers.schedule(_join_key(gid), now_ms + delay,
-                             lambda t: self._on_initial_join_timeout(gid, delay, remaining, t))
-
-    def _on_initial_join_timeout(self, gid: str, delay: int, remaining: int, now_ms: int) -> None:
-        group = self.groups.get(gid)
-        if group is None or group.state != S.PREPARING_REBALANCE:
-            return
-        if group.new_member_added and remaining != 0:
-            # Kafka's InitialDelayedJoin: members keep arriving, wait another delay (bounded).
-            group.new_member_added = False
-            next_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
-            next_remaining = max(remaining - delay, 0)
-            self._schedule_initial_join(gid, now_ms, next_delay, next_remaining)
-            return
-        self.complete_join(group, now_ms)
-
-    def _on_join_timeout(self, gid: str, now_ms: int) -> None:
-        group = self.groups.get(gid)
-        if group is not None and group.state == S.PREPARING_REBALANCE:
-            self.complete_join(group, now_ms)
-
-    def _try_complete_join(self, group: ClassicGroup, now_ms: int) -> None:
-        if (group.state == S.PREPARING_REBALANCE and self._join_kind.get(group.group_id) == "normal"
-                and group.has_all_members_joined()):
-            self.complete_join(group, now_ms)
-
-    def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:
-        for m in group.members.values():
-            m.assignment = b""
-            if m.sync_waiter is not None:
-                self._sync_error(m.sync_waiter, error)
-                m.sync_waiter = None
-
-    def complete_join(self, group: ClassicGroup, now_ms: int) -> None:
-        """Kafka's onCompleteJoin: drop non-rejoined dynamic members, next generation, answer joins."""
-        gid = group.group_id
-        self.timers.cancel(_join_key(gid))
-        self._join_kind.pop(gid, None)
-        if group.state == S.DEAD:
-            return
-        for m in group.not_yet_rejoined_members():
-            if not m.is_static:
-                self._remove_member(group, m)
-        if group.members and not group.maybe_elect_new_joined_leader():
-            # Only static members that did not rejoin are left: nobody could run the
-            # assignment. As Kafka, wait another rebalance timeout (their sessions
-            # expire meanwhile, or they come back).
-            self._schedule_join_timeout(group, now_ms)
-            return
-        group.init_next_generation(now_ms)
-        if group.state == S.EMPTY:
-            self.store_group(group, {})
-            return
-        self.completed_rebalances += 1
-        for m in group.members.values():
-            if m.join_waiter is not None:
-                waiter, m.join_waiter = m.join_waiter, None
-                self._respond(waiter, self._current_join_result(waiter.api_version, group, m.member_id))
-            m.is_new = False
-            self.schedule_heartbeat(group, m, now_ms)
-        generation = group.generation_id
-        self.timers.schedule(_sync_key(gid), now_ms + group.rebalance_timeout_ms(),
-                             lambda t: self._on_sync_timeout(gid, generation, t))
-
-    def _on_sync_timeout(self, gid: str, generation: int, now_ms: int) -> None:
-        group = self.groups.get(gid)
-        if group is None or group.generation_id != generation:
-            return
-        if group.state in (S.COMPLETING_REBALANCE, S.STABLE) and group.pending_sync_members:
-            for mid in list(group.pending_sync_members):
-                m = group.members.get(mid)
-                if m is not None:
-                    self._remove_member(group, m)
-            group.pending_sync_members.clear()
-            self.prepare_rebalance(group, now_ms)
-
-    def _remove_member(self, group: ClassicGroup, member: ClassicMember) -> None:
-        """Remove without reacting (callers decide about rebalancing)."""
-        if member.join_waiter is not None:
-            self._join_error(member.join_waiter, E.UNKNOWN_MEMBER_ID)
-            member.join_waiter = None
-        if member.sync_waiter is not None:
-            self._sync_error(member.sync_waiter, E.UNKNOWN_MEMBER_ID)
-            member.sync_waiter = None
-        self.timers.cancel(_hb_key(group.group_id, member.member_id))
-        group.remove_member(member.member_id)
-
-    def remove_member_and_update_group(self, group: ClassicGroup, member: ClassicMember, now_ms: int) -> None:
-        self._remove_member(group, member)
-        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self.maybe_prepare_rebalance(group, now_ms)
-        elif group.state == S.PREPARING_REBALANCE:
-            self._try_complete_join(group, now_ms)
-
-    def _expire_heartbeat(self, gid: str, member_id: str, now_ms: int) -> None:
-        group = self.groups.get(gid)
-        if group is None or group.state == S.DEAD:
-            return
-        if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            self._try_complete_join(group, now_ms)
-            return
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
-            return
-        self.remove_member_and_update_group(group, member, now_ms)
-
-    def store_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
-        """Emit the GroupMetadata record for the group's members and `assignment`."""
-        members = []
-        for m in group.members.values():
-            members.append(GroupMetadataValue.MemberMetadata(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
-                session_timeout=m.session_timeout_ms, subscription=m.metadata(group.protocol_name),  # type: ignore[arg-type]
-                assignment=assignment.get(m.member_id, b""),
-            ))
-        ts = group.current_state_timestamp
-        value = GroupMetadataValue(
-            protocol_type=group.protocol_type or "", generation=group.generation_id,
-            protocol=group.protocol_name, leader=group.leader_id,
-            current_state_timestamp=-1 if ts is None else ts, members=members,
-        )
-        self.shard.emit(group_metadata_key(group.group_id), group_metadata_value(value))
-
     # ================================================================ SyncGroup
-    def sync(self, ctx: RequestContext, req: Any, now_ms: int) -> Any | None:
+    def sync(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any | None:
         v = ctx.api_version
         instance_id = req.group_instance_id if v >= 3 else None
         if v >= 5 and (req.protocol_type is None or req.protocol_name is None):
@@ -471,6 +299,9 @@ class ClassicGroupManager:
             full = {mid: assignment.get(mid, b"") for mid in group.members}
             # The record goes out (and is replayed: assignments set, group Stable)
             # before any member is answered; the runtime appends it first.
+            log.info("Assignment received from leader %s for group %s for generation %d. The group has %d members, "
+                     "%d of which are static.", member.member_id, group.group_id, group.generation_id, group.size(),
+                     len(group.static_members))
             self.store_group(group, full)
             self._propagate_assignment(group)
         return None
@@ -484,7 +315,7 @@ class ClassicGroupManager:
                                                     protocol_name=group.protocol_name))
 
     # ================================================================ Heartbeat
-    def heartbeat(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
+    def heartbeat(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
         instance_id = req.group_instance_id if ctx.api_version >= 3 else None
         if not req.group_id:  # as Kafka's GroupCoordinatorService: an empty id is no group's
             return HeartbeatResponse(error_code=E.INVALID_GROUP_ID)
@@ -506,7 +337,7 @@ class ClassicGroupManager:
         return HeartbeatResponse(error_code=E.NONE)
 
     # ================================================================ LeaveGroup
-    def leave(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
+    def leave(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
         v = ctx.api_version
         if v >= 3:
             leaving = [(m.member_id, m.group_instance_id) for m in req.members]
@@ -532,11 +363,15 @@ class ClassicGroupManager:
             current = group.static_member_id(instance_id)
             if current is None:
                 return E.UNKNOWN_MEMBER_ID
-            self.remove_member_and_update_group(group, group.members[current], now_ms)
+            log.info("[GroupId %s] Static member %s with instance id %s has been removed by an admin.",
+                     group.group_id, current, instance_id)
+            self.remove_member_and_update_group(group, group.members[current], now_ms,
+                                                f"Removing member {current} on LeaveGroup")
             return E.NONE
         if member_id in group.pending_members:
+            log.info("[GroupId %s] Pending member %s has left the group.", group.group_id, member_id)
             group.pending_members.discard(member_id)
-            self.timers.cancel(_hb_key(group.group_id, member_id))
+            self.timers.cancel(heartbeat_timer_key(group.group_id, member_id))
             self._try_complete_join(group, now_ms)
             return E.NONE
         if group.is_static_member_fenced(member_id, instance_id):
@@ -544,7 +379,9 @@ class ClassicGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        self.remove_member_and_update_group(group, member, now_ms)
+        log.info("[GroupId %s] Member %s has left group through explicit `LeaveGroup` request.",
+                 group.group_id, member_id)
+        self.remove_member_and_update_group(group, member, now_ms, f"Removing member {member_id} on LeaveGroup")
         return E.NONE
 
     @staticmethod
@@ -560,16 +397,32 @@ class ClassicGroupManager:
                      for mid, iid, e in results],
         )
 
-    # ================================================================ unload / load
-    def fail_all_pending(self, error: ErrorCode) -> None:
+    # ================================================================ replay / load / unload
+    def replay(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        """A GroupMetadata record (a tombstone deletes the group)."""
+        group_id = decode_group_metadata_key(key).group
+        if value is None:
+            gone = self.groups.pop(group_id, None)
+            if gone is not None:
+                gone.previous_state, gone.state = gone.state, S.DEAD
+            return
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = self.new_group(group_id, None)
+        group.replay_metadata(*decode_group_metadata_value(value))
+
+    def unload(self) -> None:
+        """Parked joins and syncs are answered NOT_COORDINATOR (their clients find the new one); groups Dead."""
         for group in self.groups.values():
             for m in group.members.values():
                 if m.join_waiter is not None:
-                    self._join_error(m.join_waiter, error, m.member_id)
+                    self._join_error(m.join_waiter, E.NOT_COORDINATOR, m.member_id)
                     m.join_waiter = None
                 if m.sync_waiter is not None:
-                    self._sync_error(m.sync_waiter, error)
+                    self._sync_error(m.sync_waiter, E.NOT_COORDINATOR)
                     m.sync_waiter = None
+        for group in self.groups.values():
+            group.previous_state, group.state = group.state, S.DEAD
 
     def on_loaded(self, now_ms: int) -> None:
         """Kafka re-arms every loaded member's session timer on load."""

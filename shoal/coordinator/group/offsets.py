@@ -1,6 +1,6 @@
 """Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete and retention (KIP-211).
 
-Kafka's OffsetMetadataManager for classic groups. Offsets change only through
+Kafka's OffsetMetadataManager, for groups of every type. Offsets change only through
 records: handlers emit OffsetCommit records/tombstones via `shard.emit`,
 which replays them into `self.offsets`.
 
@@ -14,37 +14,45 @@ answers UNSTABLE_OFFSET_COMMIT for it and the group's offsets do not expire.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shoal.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from shoal.coordinator.group.group import ClassicGroup
 from shoal.coordinator.group.records import (
     OffsetAndMetadata,
-    group_metadata_tombstone,
+    decode_offset_commit_key,
+    decode_offset_commit_value,
     offset_commit_record,
     offset_commit_tombstone,
 )
-from shoal.coordinator.group.responses import offset_commit_response
-from shoal.coordinator.group.state import GroupState
+from shoal.coordinator.group.responses import error_response, offset_commit_response, offset_fetch_group_error
+from shoal.coordinator.group.types import Group, TopicPartition
+from shoal.coordinator.result import ShardRequest
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.offset_delete_response import OffsetDeleteResponse
 from shoal.protocol.generated.offset_fetch_response import OffsetFetchResponse
 from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitResponse
 
 if TYPE_CHECKING:
-    from shoal.coordinator.group.shard import GroupCoordinatorShard, RequestContext
+    from shoal.coordinator.group.shard import GroupCoordinatorShard
 
+log = logging.getLogger(__name__)
 E = ErrorCode
-S = GroupState
-TopicPartition = tuple[str, int]
 
 
 class OffsetMetadataManager:
-    """Holds every group's committed offsets of one `__consumer_offsets` partition."""
+    """Holds every group's committed offsets of one `__consumer_offsets` partition (a
+    `types.GroupTypeManager`: it knows groups only as `types.Group`)."""
+
+    record_key_versions = frozenset({0, 1})  # OffsetCommitKey (v0 is the legacy one)
 
     def __init__(self, shard: GroupCoordinatorShard) -> None:
         self.shard = shard
+        self._handlers: dict[ApiKey, Callable[[ShardRequest, Any, int], Any]] = {
+            ApiKey.OFFSET_COMMIT: self.commit, ApiKey.TXN_OFFSET_COMMIT: self.commit_transactional,
+            ApiKey.OFFSET_FETCH: self.fetch, ApiKey.OFFSET_DELETE: self.delete}
+        self.api_keys = frozenset(self._handlers)
         self.config = shard.config
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         # producer id -> (group, topic, partition) -> offset awaiting the transaction's marker
@@ -52,13 +60,31 @@ class OffsetMetadataManager:
         # group -> partition -> producer ids with a pending offset for it
         self._pending_index: dict[str, dict[TopicPartition, set[int]]] = {}
 
-    def clear(self) -> None:
+    def handle(self, ctx: ShardRequest, request: Any, now_ms: int) -> Any:
+        return self._handlers[ctx.api_key](ctx, request, now_ms)
+
+    def on_loaded(self, now_ms: int) -> None:
+        pass
+
+    def unload(self) -> None:
         self.offsets.clear()
         self.pending.clear()
         self._pending_index.clear()
 
     # ---------------------------------------------------------------- replay
-    def replay(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None) -> None:
+    def replay(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        """An OffsetCommit record; one of a transaction (`producer_id` >= 0) stays pending until its
+        marker (`replay_marker`)."""
+        k = decode_offset_commit_key(key)
+        om = None if value is None else decode_offset_commit_value(value)
+        if producer_id >= 0:
+            self.replay_pending(producer_id, k.group, k.topic, k.partition, om)
+            return
+        self.replay_offset(k.group, k.topic, k.partition, om)
+        if om is not None:
+            self.shard.simple_group(k.group)  # offsets without group metadata: a standalone group
+
+    def replay_offset(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None) -> None:
         pids = self._pending_index.get(group_id, {}).get((topic, partition))
         if pids:  # later in the log than every pending record for it
             for pid in list(pids):
@@ -120,28 +146,7 @@ class OffsetMetadataManager:
         return tp is None or tp in by_tp
 
     # ---------------------------------------------------------------- OffsetCommit
-    def _validate_commit(self, group: ClassicGroup, generation: int, member_id: str, instance_id: str | None,
-                         transactional: bool = False) -> ErrorCode | None:
-        if group.state == S.DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if generation >= 0 or member_id != "" or instance_id is not None:
-            if group.is_static_member_fenced(member_id, instance_id):
-                return E.FENCED_INSTANCE_ID
-            if not group.has_member(member_id):
-                return E.UNKNOWN_MEMBER_ID
-            if generation != group.generation_id:
-                return E.ILLEGAL_GENERATION
-            return None
-        if transactional:
-            # KIP-447: a producer that names only the group (old clients, or send_offsets with a
-            # group id) may commit even while the group has members.
-            return None
-        if group.state != S.EMPTY:
-            # Only members may commit to a group that has members.
-            return E.UNKNOWN_MEMBER_ID
-        return None
-
-    def commit(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
+    def commit(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
         v = ctx.api_version
         generation = req.generation_id_or_member_epoch if v >= 1 else -1
         member_id = req.member_id if v >= 1 else ""
@@ -159,15 +164,10 @@ class OffsetMetadataManager:
                 return all_failed(E.ILLEGAL_GENERATION)
             # A simple (standalone) consumer: the replayed records create the Empty group.
         else:
-            error = self._validate_commit(group, generation, member_id, instance_id)
+            error = group.validate_offset_commit(member_id, instance_id, generation, transactional=False,
+                                                 now_ms=now_ms)
             if error is not None:
                 return all_failed(error)
-            if group.state == S.COMPLETING_REBALANCE:
-                return all_failed(E.REBALANCE_IN_PROGRESS)
-            member = group.members.get(member_id)
-            if member is not None and group.state in (S.STABLE, S.PREPARING_REBALANCE):
-                # A commit from a member counts as a heartbeat.
-                self.shard.classic.schedule_heartbeat(group, member, now_ms)
         expire = None if retention == -1 else now_ms + retention
 
         def offset(p: Any, metadata: str) -> OffsetAndMetadata:
@@ -180,12 +180,12 @@ class OffsetMetadataManager:
 
     def _emit_offsets(self, group_id: str, requested: list[tuple[str, Any]],
                       offset: Callable[[Any, str], OffsetAndMetadata], producer_id: int = -1,
-                      producer_epoch: int = -1) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+                      producer_epoch: int = -1) -> list[tuple[str, list[tuple[int, int]]]]:
         """Emit an offset record per requested partition (metadata size checked); their errors."""
         max_bytes = self.config.offset_metadata_max_bytes
         result = []
         for name, parts in requested:
-            out = []
+            out: list[tuple[int, int]] = []
             for p in parts:
                 metadata = p.committed_metadata if p.committed_metadata is not None else ""
                 if len(metadata.encode("utf-8")) > max_bytes:
@@ -198,7 +198,7 @@ class OffsetMetadataManager:
         return result
 
     # ---------------------------------------------------------------- TxnOffsetCommit
-    def commit_transactional(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
+    def commit_transactional(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
         """TxnOffsetCommit: offsets written in the producer's transaction, pending until its marker."""
         v = ctx.api_version
         generation = req.generation_id if v >= 3 else -1
@@ -215,9 +215,11 @@ class OffsetMetadataManager:
             if generation >= 0:
                 return all_failed(E.ILLEGAL_GENERATION)
         else:
-            error = self._validate_commit(group, generation, member_id, instance_id, transactional=True)
+            error = group.validate_offset_commit(member_id, instance_id, generation, transactional=True,
+                                                 now_ms=now_ms)
             if error is not None:
                 return all_failed(error)
+
         def offset(p: Any, metadata: str) -> OffsetAndMetadata:
             return OffsetAndMetadata(offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
                                      metadata=metadata, commit_timestamp=now_ms)
@@ -228,14 +230,18 @@ class OffsetMetadataManager:
 
     # ---------------------------------------------------------------- OffsetFetch
     def fetch_group(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
-                    ) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None | ErrorCode]]]]:
-        """Committed offsets of `group_id`: requested partitions (None = all committed ones).
+                    ) -> ErrorCode | list[tuple[str, list[tuple[int, OffsetAndMetadata | None | ErrorCode]]]]:
+        """Committed offsets of `group_id`: requested partitions (None = all committed ones), or the
+        group's error.
 
         With `require_stable`, a partition with a pending transactional offset
         comes back as UNSTABLE_OFFSET_COMMIT instead of an offset.
         """
         group = self.shard.groups.get(group_id)
-        committed = self.group_offsets(group_id) if group is not None and group.state != S.DEAD else {}
+        error = None if group is None else group.validate_offset_fetch()
+        if error is not None and error != E.GROUP_ID_NOT_FOUND:
+            return error
+        committed = self.group_offsets(group_id) if group is not None and error is None else {}
         unstable = self._pending_index.get(group_id, {}) if require_stable else {}
 
         def value(t: str, p: int) -> OffsetAndMetadata | None | ErrorCode:
@@ -248,7 +254,7 @@ class OffsetMetadataManager:
             return [(t, sorted(ps, key=lambda x: x[0])) for t, ps in by_topic.items()]
         return [(t, [(p, value(t, p)) for p in ps]) for t, ps in topics]
 
-    def fetch(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
+    def fetch(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
         v = ctx.api_version
         require_stable = bool(req.require_stable) if v >= 7 else False
         if v >= 8:
@@ -256,6 +262,9 @@ class OffsetMetadataManager:
             for g in req.groups:
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
                 data = self.fetch_group(g.group_id, topics, require_stable)
+                if isinstance(data, ErrorCode):
+                    groups.append(offset_fetch_group_error(g.group_id, data))
+                    continue
                 groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
                     group_id=g.group_id, error_code=0,
                     topics=[OffsetFetchResponse.OffsetFetchResponseTopics(
@@ -265,6 +274,8 @@ class OffsetMetadataManager:
             return OffsetFetchResponse(groups=groups)
         topics = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
         data = self.fetch_group(req.group_id, topics, require_stable)
+        if isinstance(data, ErrorCode):
+            return error_response(ApiKey.OFFSET_FETCH, v, req, data)
         return OffsetFetchResponse(
             error_code=0,
             topics=[OffsetFetchResponse.OffsetFetchResponseTopic(
@@ -273,31 +284,20 @@ class OffsetMetadataManager:
         )
 
     # ---------------------------------------------------------------- OffsetDelete
-    def delete(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
+    def delete(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
         group = self.shard.groups.get(req.group_id)
         requested = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
-        if group is None or group.state == S.DEAD:
+        if group is None:
             return OffsetDeleteResponse(error_code=E.GROUP_ID_NOT_FOUND, topics=[])
-        errors: dict[TopicPartition, ErrorCode] = {}
-        eligible: list[TopicPartition] = []
-        if group.state == S.EMPTY:
-            eligible = [(t, p) for t, ps in requested for p in ps]
-        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            for t, ps in requested:
-                for p in ps:
-                    if group.is_subscribed_to_topic(t):
-                        errors[(t, p)] = E.GROUP_SUBSCRIBED_TO_TOPIC
-                    else:
-                        eligible.append((t, p))
-        else:
-            return OffsetDeleteResponse(error_code=E.NON_EMPTY_GROUP, topics=[])
+        errors = group.validate_offset_delete([(t, p) for t, ps in requested for p in ps])
+        if isinstance(errors, ErrorCode):
+            return OffsetDeleteResponse(error_code=errors, topics=[])
+        eligible = [(t, p) for t, ps in requested for p in ps if errors[(t, p)] == E.NONE]
         if eligible:
             # Kafka 4 (OffsetMetadataManager.deleteOffsets) writes the tombstones only: an Empty group
             # left without offsets stays, for DeleteGroups, until the retention pass removes it.
             self.cleanup_groups([group], lambda g: [tp for tp in eligible if tp in self.group_offsets(g.group_id)],
                                 keep_group=True)
-            for tp in eligible:
-                errors[tp] = E.NONE
         return OffsetDeleteResponse(
             error_code=0,
             topics=[OffsetDeleteResponse.OffsetDeleteResponseTopic(
@@ -306,7 +306,8 @@ class OffsetMetadataManager:
         )
 
     # ---------------------------------------------------------------- retention
-    def cleanup_groups(self, groups: list[ClassicGroup], select, keep_group: bool = False) -> int:
+    def cleanup_groups(self, groups: list[Group], select: Callable[[Group], list[TopicPartition]],
+                       keep_group: bool = False) -> int:
         """Tombstone the offsets `select(group)` names; an Empty group left without offsets dies
         (unless `keep_group`).
 
@@ -317,49 +318,38 @@ class OffsetMetadataManager:
             for topic, partition in select(group):
                 self.shard.emit(*offset_commit_tombstone(group.group_id, topic, partition))
                 removed += 1
-            if not keep_group and group.state == S.EMPTY and not self.group_offsets(group.group_id):
-                group.transition_to(S.DEAD, None)
-                self.shard.emit(*group_metadata_tombstone(group.group_id))
+            if not keep_group and group.is_empty() and not self.group_offsets(group.group_id):
+                log.info("[GroupId %s] Deleting the group: it is Empty and has no offsets left.", group.group_id)
+                for key, value in group.tombstone_records():
+                    self.shard.emit(key, value)
         return removed
 
-    def expired_offsets(self, group: ClassicGroup, now_ms: int) -> list[TopicPartition]:
+    def expired_offsets(self, group: Group, now_ms: int) -> list[TopicPartition]:
         """KIP-211: which of the group's offsets have outlived offsets.retention.minutes."""
         retention = self.config.offsets_retention_ms
         committed = self.group_offsets(group.group_id)
         if not committed or self.has_pending(group.group_id):
             return []  # a group with an open transaction keeps its offsets (Kafka's cleanupExpiredOffsets)
-        exclude: set[str] = set()
-        if group.protocol_type and group.state == S.EMPTY:
-            # Counted from when the group became Empty (else from the commit).
-            def base(om: OffsetAndMetadata) -> int:
-                ts = group.current_state_timestamp
-                return om.commit_timestamp if ts is None else ts
-        elif (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state == S.STABLE
-              and group.subscribed_topics is not None):
-            exclude = group.subscribed_topics
-
-            def base(om: OffsetAndMetadata) -> int:
-                return om.commit_timestamp
-        elif not group.protocol_type:
-            def base(om: OffsetAndMetadata) -> int:
-                return om.commit_timestamp
-        else:
+        condition = group.offset_expiration()
+        if condition is None:
             return []
         out = []
         for tp, om in committed.items():
-            if tp[0] in exclude:
+            if tp[0] in condition.kept_topics:
                 continue
             if om.expire_timestamp is not None:
                 if now_ms >= om.expire_timestamp:
                     out.append(tp)
-            elif now_ms - base(om) >= retention:
+            elif now_ms - condition.base(om) >= retention:
                 out.append(tp)
         return out
 
     def expire(self, now_ms: int) -> int:
         """One retention pass over every group of the shard."""
-        groups = list(self.shard.groups.values())
-        return self.cleanup_groups(groups, lambda g: self.expired_offsets(g, now_ms))
+        removed = self.cleanup_groups(list(self.shard.groups.values()), lambda g: self.expired_offsets(g, now_ms))
+        if removed:
+            log.info("Partition %d: removed %d expired offsets.", self.shard.partition, removed)
+        return removed
 
     def delete_topics(self, topics: set[str]) -> int:
         groups = [g for gid, g in self.shard.groups.items() if any(t in topics for t, _ in self.group_offsets(gid))]

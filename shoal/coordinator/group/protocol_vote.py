@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shoal.coordinator.group.partitioning import java_string_hash
+from shoal.coordinator.partitioning import java_string_hash
 
 
 def first_supported(preferences: Iterable[str], candidates: set[str]) -> str | None:

@@ -83,10 +83,6 @@ def group_metadata_tombstone(group: str) -> tuple[bytes, None]:
 
 # ---------------------------------------------------------------- decoding
 
-class UnknownRecordKey(ValueError):
-    """A key version this coordinator does not know (e.g. KIP-848 records)."""
-
-
 def key_version(key: bytes | memoryview) -> int:
     return _H.unpack_from(key, 0)[0]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from shoal.protocol.generated.heartbeat_response import HeartbeatResponse
@@ -22,22 +23,13 @@ from shoal.protocol.generated.offset_fetch_response import OffsetFetchResponse
 from shoal.protocol.generated.sync_group_response import SyncGroupResponse
 from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitResponse
 
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-TXN_OFFSET_COMMIT = 28
-DELETE_GROUPS = 42
-OFFSET_DELETE = 47
-
-GROUP_API_KEYS = frozenset(
-    {OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS,
-     LIST_GROUPS, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE}
-)
+# The group shard's handlers (GroupCoordinatorShard.handlers) are the same set.
+GROUP_API_KEYS: frozenset[ApiKey] = frozenset({
+    ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+    ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE})
+# Still imported by shoal/broker/handlers (groups.py, transactions.py): drop once they use ApiKey.
+TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 
 UNKNOWN_GENERATION_ID = -1
 INVALID_OFFSET = -1
@@ -109,26 +101,26 @@ def offset_fetch_group_error(group_id: str, error: int) -> OffsetFetchResponse.O
     return OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group_id, topics=[], error_code=int(error))
 
 
-def error_response(api_key: int, api_version: int, request: Any, error: int) -> Any:
+def error_response(api_key: ApiKey, api_version: int, request: Any, error: int) -> Any:
     """The response to `request` failing as a whole with `error`."""
     error = int(error)
-    if api_key == JOIN_GROUP:
+    if api_key == ApiKey.JOIN_GROUP:
         return join_response(api_version, error=error, member_id=request.member_id)
-    if api_key == SYNC_GROUP:
+    if api_key == ApiKey.SYNC_GROUP:
         return sync_response(api_version, error=error)
-    if api_key == HEARTBEAT:
+    if api_key == ApiKey.HEARTBEAT:
         return HeartbeatResponse(error_code=error)
-    if api_key == LEAVE_GROUP:
+    if api_key == ApiKey.LEAVE_GROUP:
         return LeaveGroupResponse(error_code=error, members=[])
-    if api_key == OFFSET_COMMIT:
+    if api_key == ApiKey.OFFSET_COMMIT:
         return offset_commit_response([(n, [(p, error) for p in ps]) for n, ps in _request_topics(request)])
-    if api_key == TXN_OFFSET_COMMIT:
+    if api_key == ApiKey.TXN_OFFSET_COMMIT:
         if api_version < 2 and error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE  # v0-1 clients do not know to wait for a load
         return offset_commit_response(
             [(n, [(p, error) for p in ps]) for n, ps in _request_topics(request)], TxnOffsetCommitResponse
         )
-    if api_key == OFFSET_FETCH:
+    if api_key == ApiKey.OFFSET_FETCH:
         if api_version >= 8:
             return OffsetFetchResponse(groups=[offset_fetch_group_error(g.group_id, error) for g in request.groups])
         topics = []
@@ -148,7 +140,7 @@ def error_response(api_key: int, api_version: int, request: Any, error: int) -> 
                 for t in request.topics
             ]
         return OffsetFetchResponse(topics=topics, error_code=error)
-    if api_key == DESCRIBE_GROUPS:
+    if api_key == ApiKey.DESCRIBE_GROUPS:
         return DescribeGroupsResponse(
             groups=[
                 DescribeGroupsResponse.DescribedGroup(error_code=error, group_id=g, group_state="", protocol_type="",
@@ -156,12 +148,12 @@ def error_response(api_key: int, api_version: int, request: Any, error: int) -> 
                 for g in request.groups
             ]
         )
-    if api_key == LIST_GROUPS:
+    if api_key == ApiKey.LIST_GROUPS:
         return ListGroupsResponse(error_code=error, groups=[])
-    if api_key == DELETE_GROUPS:
+    if api_key == ApiKey.DELETE_GROUPS:
         return DeleteGroupsResponse(
             results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=error) for g in request.groups_names]
         )
-    if api_key == OFFSET_DELETE:
+    if api_key == ApiKey.OFFSET_DELETE:
         return OffsetDeleteResponse(error_code=error, topics=[])
     raise ValueError(f"not a group coordinator API: {api_key}")

@@ -15,20 +15,15 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from shoal.clock import now_ms
 from shoal.coordinator.group.config import GroupConfig
-from shoal.coordinator.group.partitioning import group_partition
-from shoal.coordinator.group.responses import (
-    DELETE_GROUPS,
-    DESCRIBE_GROUPS,
-    GROUP_API_KEYS,
-    LIST_GROUPS,
-    OFFSET_FETCH,
-    error_response,
-)
+from shoal.coordinator.group.responses import GROUP_API_KEYS, error_response
 from shoal.coordinator.group.shard import GroupCoordinatorShard
 from shoal.coordinator.loader import load_offsets_log
-from shoal.coordinator.runtime import CoordinatorRuntime, wall_clock_ms
+from shoal.coordinator.partitioning import partition_for
+from shoal.coordinator.runtime import CoordinatorRuntime
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from shoal.protocol.generated.list_groups_response import ListGroupsResponse
@@ -41,14 +36,14 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_LOG_CONFIG = LogConfig(cleanup_policy="compact", segment_bytes=104_857_600)
 
 
-class GroupCoordinatorRuntime(CoordinatorRuntime):
+class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
     """The group coordinator of one broker node: routing, persistence, timers."""
 
     topic = OFFSETS_TOPIC
     name = "group coordinator"
 
     def __init__(self, node_id: int, log_manager: Any, config: GroupConfig | None = None, *,
-                 clock_ms: Callable[[], int] = wall_clock_ms, log_config: LogConfig = OFFSETS_LOG_CONFIG,
+                 clock_ms: Callable[[], int] = now_ms, log_config: LogConfig = OFFSETS_LOG_CONFIG,
                  member_id_suffix: Callable[[], str] | None = None,
                  partition_for: Callable[[str], int] | None = None) -> None:
         super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms)
@@ -61,7 +56,7 @@ class GroupCoordinatorRuntime(CoordinatorRuntime):
         exists) when given, else the configured partition count (a runtime on its own, in tests)."""
         if self._partition_for is not None:
             return self._partition_for(group_id)
-        return group_partition(group_id, self.config.offsets_topic_num_partitions)
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
     def new_shard(self, partition: int, plog: Any) -> GroupCoordinatorShard:
         return GroupCoordinatorShard(partition, self.config, member_id_suffix=self._member_id_suffix)
@@ -69,16 +64,16 @@ class GroupCoordinatorRuntime(CoordinatorRuntime):
     def read_log(self, plog: Any) -> Any:
         return load_offsets_log(plog)
 
-    def error_response(self, api_key: int, api_version: int, request: Any, error: ErrorCode) -> Any:
+    def error_response(self, api_key: ApiKey, api_version: int, request: Any, error: ErrorCode) -> Any:
         return error_response(api_key, api_version, request, error)
 
     # ================================================================ requests
-    async def handle(self, api_key: int, api_version: int, request: Any, *, client_id: str = "",
+    async def handle(self, api_key: ApiKey, api_version: int, request: Any, *, client_id: str = "",
                      client_host: str = "") -> Any:
         """Answer one group-coordinator request (may wait for a rebalance)."""
         if api_key not in GROUP_API_KEYS:
             raise ValueError(f"api key {api_key} is not a group coordinator API")
-        if api_key == LIST_GROUPS:
+        if api_key == ApiKey.LIST_GROUPS:
             return await self._list_groups(api_version, request, client_id, client_host)
         multi = self._multi_group_ids(api_key, api_version, request)
         if multi is not None:
@@ -87,16 +82,16 @@ class GroupCoordinatorRuntime(CoordinatorRuntime):
         return await self.run(partition, api_key, api_version, request, client_id, client_host)
 
     @staticmethod
-    def _multi_group_ids(api_key: int, api_version: int, request: Any) -> list[str] | None:
-        if api_key == DESCRIBE_GROUPS:
+    def _multi_group_ids(api_key: ApiKey, api_version: int, request: Any) -> list[str] | None:
+        if api_key == ApiKey.DESCRIBE_GROUPS:
             return list(request.groups)
-        if api_key == DELETE_GROUPS:
+        if api_key == ApiKey.DELETE_GROUPS:
             return list(request.groups_names)
-        if api_key == OFFSET_FETCH and api_version >= 8:
+        if api_key == ApiKey.OFFSET_FETCH and api_version >= 8:
             return [g.group_id for g in request.groups]
         return None
 
-    async def _handle_multi(self, api_key: int, api_version: int, request: Any, group_ids: list[str],
+    async def _handle_multi(self, api_key: ApiKey, api_version: int, request: Any, group_ids: list[str],
                             client_id: str, client_host: str) -> Any:
         by_partition: dict[int, list[int]] = {}
         for i, gid in enumerate(group_ids):
@@ -105,22 +100,22 @@ class GroupCoordinatorRuntime(CoordinatorRuntime):
 
         async def one(partition: int, idxs: list[int]) -> None:
             sub = copy.copy(request)
-            if api_key == DESCRIBE_GROUPS:
+            if api_key == ApiKey.DESCRIBE_GROUPS:
                 sub.groups = [request.groups[i] for i in idxs]
-            elif api_key == DELETE_GROUPS:
+            elif api_key == ApiKey.DELETE_GROUPS:
                 sub.groups_names = [request.groups_names[i] for i in idxs]
             else:
                 sub.groups = [request.groups[i] for i in idxs]
             resp = await self.run(partition, api_key, api_version, sub, client_id, client_host)
-            items = resp.groups if api_key in (DESCRIBE_GROUPS, OFFSET_FETCH) else resp.results
+            items = resp.groups if api_key in (ApiKey.DESCRIBE_GROUPS, ApiKey.OFFSET_FETCH) else resp.results
             for i, item in zip(idxs, items, strict=True):
                 entries[i] = item
 
         await asyncio.gather(*(one(p, idxs) for p, idxs in by_partition.items()))
         ordered = [entries[i] for i in range(len(group_ids))]
-        if api_key == DESCRIBE_GROUPS:
+        if api_key == ApiKey.DESCRIBE_GROUPS:
             return DescribeGroupsResponse(groups=ordered)
-        if api_key == DELETE_GROUPS:
+        if api_key == ApiKey.DELETE_GROUPS:
             return DeleteGroupsResponse(results=ordered)
         return OffsetFetchResponse(groups=ordered)
 
@@ -134,7 +129,7 @@ class GroupCoordinatorRuntime(CoordinatorRuntime):
             if part.loading:
                 error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
                 continue
-            resp = await self.run(partition, LIST_GROUPS, api_version, request, client_id, client_host)
+            resp = await self.run(partition, ApiKey.LIST_GROUPS, api_version, request, client_id, client_host)
             if resp.error_code:
                 error = ErrorCode(resp.error_code)
             groups.extend(resp.groups)

@@ -14,25 +14,24 @@ from typing import Any
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from shoal.protocol.generated.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_transactions_response import DescribeTransactionsResponse
 from shoal.protocol.generated.end_txn_response import EndTxnResponse
 from shoal.protocol.generated.init_producer_id_response import InitProducerIdResponse
 from shoal.protocol.generated.list_transactions_response import ListTransactionsResponse
 
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
-
-TXN_API_KEYS = frozenset({INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN,
-                          DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS})
+K = ApiKey
+TXN_API_KEYS = frozenset({K.INIT_PRODUCER_ID, K.ADD_PARTITIONS_TO_TXN, K.ADD_OFFSETS_TO_TXN, K.END_TXN,
+                          K.DESCRIBE_TRANSACTIONS, K.LIST_TRANSACTIONS})
+# Still imported by shoal/broker/handlers/transactions.py: drop once it uses ApiKey.
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = K.INIT_PRODUCER_ID, K.ADD_PARTITIONS_TO_TXN, K.END_TXN
+ADD_OFFSETS_TO_TXN, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = (K.ADD_OFFSETS_TO_TXN, K.DESCRIBE_TRANSACTIONS,
+                                                                K.LIST_TRANSACTIONS)
 
 # The first version of each API that knows PRODUCER_FENCED / TRANSACTION_ABORTABLE.
-_FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_TXN: 2, END_TXN: 2}
-_ABORTABLE_SINCE = {INIT_PRODUCER_ID: 5, ADD_PARTITIONS_TO_TXN: 5, ADD_OFFSETS_TO_TXN: 4, END_TXN: 4,
-                    28: 4, 0: 11}
+_FENCED_SINCE: dict[int, int] = {K.INIT_PRODUCER_ID: 4, K.ADD_PARTITIONS_TO_TXN: 2, K.ADD_OFFSETS_TO_TXN: 2, K.END_TXN: 2}
+_ABORTABLE_SINCE: dict[int, int] = {K.INIT_PRODUCER_ID: 5, K.ADD_PARTITIONS_TO_TXN: 5, K.ADD_OFFSETS_TO_TXN: 4, K.END_TXN: 4,
+                    K.TXN_OFFSET_COMMIT: 4, K.PRODUCE: 11}
 
 
 def for_version(api_key: int, api_version: int, error: ErrorCode) -> ErrorCode:
@@ -47,7 +46,7 @@ def for_version(api_key: int, api_version: int, error: ErrorCode) -> ErrorCode:
 def init_producer_id_response(api_version: int, error: ErrorCode, producer_id: int = -1,
                               producer_epoch: int = -1) -> InitProducerIdResponse:
     return InitProducerIdResponse(throttle_time_ms=0,
-                                  error_code=int(for_version(INIT_PRODUCER_ID, api_version, error)),
+                                  error_code=int(for_version(K.INIT_PRODUCER_ID, api_version, error)),
                                   producer_id=producer_id, producer_epoch=producer_epoch)
 
 
@@ -57,7 +56,7 @@ def add_partitions_topics(results: dict[tuple[str, int], ErrorCode], api_version
     for (topic, partition), error in results.items():
         by_topic.setdefault(topic, []).append(AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(
             partition_index=partition,
-            partition_error_code=int(for_version(ADD_PARTITIONS_TO_TXN, api_version, error))))
+            partition_error_code=int(for_version(K.ADD_PARTITIONS_TO_TXN, api_version, error))))
     return [AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps)
             for t, ps in by_topic.items()]
 
@@ -66,26 +65,26 @@ def requested_partitions(topics: Any) -> list[tuple[str, int]]:
     return [(t.name, p) for t in topics for p in t.partitions]
 
 
-def error_response(api_key: int, api_version: int, request: Any, error: ErrorCode) -> Any:
+def error_response(api_key: ApiKey, api_version: int, request: Any, error: ErrorCode) -> Any:
     """One error for a whole request (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS ...)."""
-    if api_key == INIT_PRODUCER_ID:
+    if api_key == K.INIT_PRODUCER_ID:
         return init_producer_id_response(api_version, error)
-    if api_key == ADD_PARTITIONS_TO_TXN:
+    if api_key == K.ADD_PARTITIONS_TO_TXN:
         if api_version >= 4:
             return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=int(error), results_by_transaction=[])
         parts = requested_partitions(request.v3_and_below_topics)
         return AddPartitionsToTxnResponse(
             throttle_time_ms=0, results_by_topic_v3_and_below=add_partitions_topics(
                 dict.fromkeys(parts, error), api_version))
-    if api_key == ADD_OFFSETS_TO_TXN:
+    if api_key == K.ADD_OFFSETS_TO_TXN:
         return AddOffsetsToTxnResponse(throttle_time_ms=0,
-                                       error_code=int(for_version(ADD_OFFSETS_TO_TXN, api_version, error)))
-    if api_key == END_TXN:
-        return EndTxnResponse(throttle_time_ms=0, error_code=int(for_version(END_TXN, api_version, error)))
-    if api_key == DESCRIBE_TRANSACTIONS:
+                                       error_code=int(for_version(K.ADD_OFFSETS_TO_TXN, api_version, error)))
+    if api_key == K.END_TXN:
+        return EndTxnResponse(throttle_time_ms=0, error_code=int(for_version(K.END_TXN, api_version, error)))
+    if api_key == K.DESCRIBE_TRANSACTIONS:
         return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
             describe_error(tid, error) for tid in request.transactional_ids])
-    if api_key == LIST_TRANSACTIONS:
+    if api_key == K.LIST_TRANSACTIONS:
         return ListTransactionsResponse(throttle_time_ms=0, error_code=int(error), unknown_state_filters=[],
                                         transaction_states=[])
     raise ValueError(f"api key {api_key} is not a transaction coordinator API")

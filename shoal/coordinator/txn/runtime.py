@@ -22,13 +22,11 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from shoal.clock import now_ms
 from shoal.coordinator.loader import latest_records
 from shoal.coordinator.partitioning import partition_for
-from shoal.coordinator.runtime import CoordinatorRuntime, Partition, wall_clock_ms
+from shoal.coordinator.runtime import CoordinatorRuntime, Partition
 from shoal.coordinator.txn.responses import (
-    ADD_PARTITIONS_TO_TXN,
-    DESCRIBE_TRANSACTIONS,
-    LIST_TRANSACTIONS,
     TXN_API_KEYS,
     add_partitions_topics,
     error_response,
@@ -38,6 +36,7 @@ from shoal.coordinator.txn.shard import MarkerJob, TransactionCoordinatorShard, 
 from shoal.coordinator.txn.state import STATE_BY_NAME
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_transactions_response import DescribeTransactionsResponse
 from shoal.protocol.generated.list_transactions_response import ListTransactionsResponse
 from shoal.storage.config import LogConfig
@@ -58,7 +57,7 @@ _MARKER_DONE = {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
 
 
-class TransactionCoordinatorRuntime(CoordinatorRuntime):
+class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionCoordinatorShard]):
     """The transaction coordinator of one broker node."""
 
     topic = TRANSACTION_TOPIC
@@ -67,7 +66,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime):
     def __init__(self, node_id: int, log_manager: Any, config: TxnConfig | None = None, *,
                  next_producer_id: Callable[[], int], offsets_partition: Callable[[str], int],
                  write_marker: MarkerWriter, partition_exists: Callable[[str, int], bool] = lambda t, p: True,
-                 log_config: LogConfig = TXN_LOG_CONFIG, clock_ms: Callable[[], int] = wall_clock_ms,
+                 log_config: LogConfig = TXN_LOG_CONFIG, clock_ms: Callable[[], int] = now_ms,
                  partition_for: Callable[[str], int] | None = None) -> None:
         super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms)
         self.config = config or TxnConfig()
@@ -110,25 +109,25 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime):
     def read_log(self, plog: Any) -> Any:
         return latest_records(plog)
 
-    def error_response(self, api_key: int, api_version: int, request: Any, error: ErrorCode) -> Any:
+    def error_response(self, api_key: ApiKey, api_version: int, request: Any, error: ErrorCode) -> Any:
         return error_response(api_key, api_version, request, error)
 
-    def after_apply(self, partition: int, part: Partition, result: Any) -> None:
+    def after_apply(self, partition: int, part: Partition[TransactionCoordinatorShard], result: Any) -> None:
         for job in result.markers:
             task = asyncio.get_running_loop().create_task(self._drive_markers(partition, part, job))
             self._marker_tasks.add(task)
             task.add_done_callback(self._marker_tasks.discard)
 
     # ================================================================ requests
-    async def handle(self, api_key: int, api_version: int, request: Any, *, client_id: str = "",
+    async def handle(self, api_key: ApiKey, api_version: int, request: Any, *, client_id: str = "",
                      client_host: str = "") -> Any:
         if api_key not in TXN_API_KEYS:
             raise ValueError(f"api key {api_key} is not a transaction coordinator API")
-        if api_key == LIST_TRANSACTIONS:
+        if api_key == ApiKey.LIST_TRANSACTIONS:
             return await self._list(api_version, request, client_id, client_host)
-        if api_key == DESCRIBE_TRANSACTIONS:
+        if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
             return await self._describe(api_version, request, client_id, client_host)
-        if api_key == ADD_PARTITIONS_TO_TXN:
+        if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
             if api_version >= 4:
                 return await self._add_partitions_batched(api_version, request, client_id, client_host)
             tid = request.v3_and_below_transactional_id
@@ -145,7 +144,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime):
 
         async def one(partition: int, txns: list[Any]) -> None:
             sub = type(request)(transactions=txns)
-            resp = await self.run(partition, ADD_PARTITIONS_TO_TXN, api_version, sub, client_id, client_host)
+            resp = await self.run(partition, ApiKey.ADD_PARTITIONS_TO_TXN, api_version, sub, client_id, client_host)
             if resp.error_code:  # the whole partition failed: every partition of those transactions did
                 for t in txns:
                     results[t.transactional_id] = AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
@@ -168,7 +167,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime):
 
         async def one(partition: int, idxs: list[int]) -> None:
             sub = type(request)(transactional_ids=[ids[i] for i in idxs])
-            resp = await self.run(partition, DESCRIBE_TRANSACTIONS, api_version, sub, client_id, client_host)
+            resp = await self.run(partition, ApiKey.DESCRIBE_TRANSACTIONS, api_version, sub, client_id, client_host)
             for i, st in zip(idxs, resp.transaction_states, strict=True):
                 states[i] = st
 
@@ -184,7 +183,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime):
             if self.status(partition) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
                 continue
-            resp = await self.run(partition, LIST_TRANSACTIONS, api_version, request, client_id, client_host)
+            resp = await self.run(partition, ApiKey.LIST_TRANSACTIONS, api_version, request, client_id, client_host)
             if resp.error_code:
                 error = ErrorCode(resp.error_code)
                 continue
@@ -202,10 +201,12 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime):
         status = self.status(p)
         if status != ErrorCode.NONE:
             return status
-        return self.shard(p).verify(transactional_id, producer_id, producer_epoch, (topic, partition))
+        shard = self.shard(p)
+        assert shard is not None  # status() said it is loaded
+        return shard.verify(transactional_id, producer_id, producer_epoch, (topic, partition))
 
     # ================================================================ markers
-    async def _drive_markers(self, partition: int, part: Partition, job: MarkerJob) -> None:
+    async def _drive_markers(self, partition: int, part: Partition[TransactionCoordinatorShard], job: MarkerJob) -> None:
         remaining = set(job.partitions)
         backoff = 0.01
         try:

@@ -31,17 +31,13 @@ Kafka's rules (TransactionCoordinator / TransactionMetadata):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shoal.coordinator.result import (
-    CoordinatorResult,
-    RequestContext,
-    ResultCollector,
-    int_settings_from_properties,
-)
-from shoal.coordinator.timers import Timers
+from shoal.coordinator.result import CoordinatorResult, ShardRequest, int_settings_from_properties
+from shoal.coordinator.shard import ShardSkeleton
 from shoal.coordinator.txn.records import (
     TopicPartition,
     TxnLogValue,
@@ -51,12 +47,6 @@ from shoal.coordinator.txn.records import (
     txn_value,
 )
 from shoal.coordinator.txn.responses import (
-    ADD_OFFSETS_TO_TXN,
-    ADD_PARTITIONS_TO_TXN,
-    DESCRIBE_TRANSACTIONS,
-    END_TXN,
-    INIT_PRODUCER_ID,
-    LIST_TRANSACTIONS,
     add_partitions_topics,
     describe_error,
     error_response,
@@ -68,12 +58,15 @@ from shoal.coordinator.txn.state import STATE_BY_NAME, TxnState, check_transitio
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from shoal.protocol.generated.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_transactions_response import DescribeTransactionsResponse
 from shoal.protocol.generated.end_txn_response import EndTxnResponse
 from shoal.protocol.generated.list_transactions_response import ListTransactionsResponse
 
+log = logging.getLogger(__name__)
 E = ErrorCode
 S = TxnState
+K = ApiKey
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
 MAX_EPOCH = 32767
@@ -145,37 +138,42 @@ class MarkerJob:
 @dataclass(slots=True)
 class _Waiter:
     token: Any
-    api_key: int
+    api_key: ApiKey
     api_version: int
 
 
-class TransactionCoordinatorShard(ResultCollector):
+class TransactionCoordinatorShard(ShardSkeleton):
     """All transactional ids of one `__transaction_state` partition."""
 
     def __init__(self, partition: int, config: TxnConfig | None = None, coordinator_epoch: int = 0, *,
                  next_producer_id: Callable[[], int],
                  offsets_partition: Callable[[str], int],
                  partition_exists: Callable[[str, int], bool] = lambda t, p: True) -> None:
-        self.partition = partition
+        super().__init__(partition)
         self.config = config or TxnConfig()
         self.coordinator_epoch = coordinator_epoch
         self.next_producer_id = next_producer_id
         self.offsets_partition = offsets_partition
         self.partition_exists = partition_exists
         self.txns: dict[str, TransactionMetadata] = {}
-        self.timers = Timers()
         self._waiters: dict[str, list[_Waiter]] = {}
+        self.handlers.update({
+            K.INIT_PRODUCER_ID: self.init_producer_id, K.ADD_PARTITIONS_TO_TXN: self.add_partitions,
+            K.ADD_OFFSETS_TO_TXN: self.add_offsets, K.END_TXN: self.end_txn,
+            K.DESCRIBE_TRANSACTIONS: self.describe_transactions, K.LIST_TRANSACTIONS: self.list_transactions})
 
     # ================================================================ output
-    def _respond(self, token: Any, response: Any) -> None:
+    def _write(self, meta: TransactionMetadata, value: TxnLogValue | None, last_epoch: int | None = None) -> None:
+        """Transition `meta` to `value` (validated; None: Dead, the id is deleted), as a record queued for
+        the log and applied now."""
+        target = S.DEAD if value is None else value.state
+        check_transition(meta.state, target)
         assert self._out is not None
-        self._out.responses.append((token, response))
-
-    def _write(self, meta: TransactionMetadata, value: TxnLogValue, last_epoch: int | None = None) -> None:
-        """Transition `meta` to `value` (validated), as a record queued for the log and applied now."""
-        check_transition(meta.state, value.state)
-        assert self._out is not None
-        key, raw = txn_key(meta.transactional_id), txn_value(value)
+        log.info("TransactionalId %s with producer id %d and epoch %d transitions from %s to %s (%s).",
+                 meta.transactional_id, meta.producer_id if value is None else value.producer_id,
+                 meta.producer_epoch if value is None else value.producer_epoch, meta.state.display_name,
+                 target.display_name, f"__transaction_state-{self.partition}")
+        key, raw = txn_key(meta.transactional_id), None if value is None else txn_value(value)
         self._out.add_record(key, raw)
         self.replay(key, raw)
         if last_epoch is not None:
@@ -192,7 +190,8 @@ class TransactionCoordinatorShard(ResultCollector):
         try:
             tid = decode_txn_key(key)
         except ValueError:
-            return  # a key version this coordinator does not know
+            self.skip_record(int.from_bytes(key[:2], "big", signed=True))
+            return
         if value is None:
             self.txns.pop(tid, None)
             return
@@ -218,6 +217,8 @@ class TransactionCoordinatorShard(ResultCollector):
     def on_loaded(self, now_ms: int) -> CoordinatorResult:
         """After a load: finish every transaction a previous coordinator left prepared."""
         self._begin()
+        log.info("Loaded %d transactional ids from __transaction_state-%d (coordinator epoch %d).",
+                 len(self.txns), self.partition, self.coordinator_epoch)
         for meta in self.txns.values():
             if meta.state.is_prepare:
                 self._start_markers(meta, meta.state == S.PREPARE_COMMIT)
@@ -227,45 +228,22 @@ class TransactionCoordinatorShard(ResultCollector):
     def unload(self) -> CoordinatorResult:
         """The partition moved away: parked requests get NOT_COORDINATOR (they retry elsewhere)."""
         self._begin()
+        log.info("Unloading __transaction_state-%d: removing %d cached transactional ids.", self.partition,
+                 len(self.txns))
         for waiters in self._waiters.values():
             for w in waiters:
-                self._respond(w.token, error_response(w.api_key, w.api_version, None, E.NOT_COORDINATOR))
+                self.respond(w.token, error_response(w.api_key, w.api_version, None, E.NOT_COORDINATOR))
         self._waiters.clear()
         self.txns.clear()
         self.timers.clear()
         return self._end()
 
     # ================================================================ requests
-    def handle(self, ctx: RequestContext, req: Any, now_ms: int) -> CoordinatorResult:
-        self._begin()
-        self._ensure_timers(now_ms)
-        response = self._dispatch(ctx, req, now_ms)
-        if response is not None:
-            self._respond(ctx.token, response)
-        return self._end()
-
-    def _dispatch(self, ctx: RequestContext, req: Any, now_ms: int) -> Any | None:
-        k = ctx.api_key
-        if k == INIT_PRODUCER_ID:
-            return self.init_producer_id(ctx, req, now_ms)
-        if k == ADD_PARTITIONS_TO_TXN:
-            return self.add_partitions(ctx, req, now_ms)
-        if k == ADD_OFFSETS_TO_TXN:
-            error = self._add(req.transactional_id, req.producer_id, req.producer_epoch,
-                              [("__consumer_offsets", self.offsets_partition(req.group_id))], now_ms)
-            return AddOffsetsToTxnResponse(throttle_time_ms=0,
-                                           error_code=int(for_version(k, ctx.api_version, error)))
-        if k == END_TXN:
-            return self.end_txn(ctx, req, now_ms)
-        if k == DESCRIBE_TRANSACTIONS:
-            return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
-                self.describe(tid) for tid in req.transactional_ids])
-        if k == LIST_TRANSACTIONS:
-            return self.list_transactions(ctx, req, now_ms)
-        return error_response(k, ctx.api_version, req, E.UNSUPPORTED_VERSION)
+    def _unsupported(self, ctx: ShardRequest, request: Any) -> Any:
+        return error_response(ctx.api_key, ctx.api_version, request, E.UNSUPPORTED_VERSION)
 
     # ---------------------------------------------------------------- InitProducerId
-    def init_producer_id(self, ctx: RequestContext, req: Any, now_ms: int) -> Any | None:
+    def init_producer_id(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any | None:
         v = ctx.api_version
         tid = req.transactional_id
         if not tid:
@@ -313,6 +291,10 @@ class TransactionCoordinatorShard(ResultCollector):
                                      previous_producer_id=previous), last_epoch)
         return init_producer_id_response(v, E.NONE, meta.producer_id, meta.producer_epoch)
 
+    def describe_transactions(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
+        return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
+            self.describe(tid) for tid in req.transactional_ids])
+
     def _fence_and_abort(self, meta: TransactionMetadata, now_ms: int) -> None:
         """Kafka's prepareFenceProducerEpoch + abort: PrepareAbort under epoch + 1, then markers."""
         epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH else meta.producer_epoch
@@ -346,7 +328,13 @@ class TransactionCoordinatorShard(ResultCollector):
                                      start_ms=start, last_update_ms=now_ms))
         return E.NONE
 
-    def add_partitions(self, ctx: RequestContext, req: Any, now_ms: int) -> Any:
+    def add_offsets(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
+        error = self._add(req.transactional_id, req.producer_id, req.producer_epoch,
+                          [("__consumer_offsets", self.offsets_partition(req.group_id))], now_ms)
+        return AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                       error_code=int(for_version(ctx.api_key, ctx.api_version, error)))
+
+    def add_partitions(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any:
         v = ctx.api_version
         if v >= 4:
             results = []
@@ -387,11 +375,11 @@ class TransactionCoordinatorShard(ResultCollector):
         return E.NONE
 
     # ---------------------------------------------------------------- EndTxn
-    def end_txn(self, ctx: RequestContext, req: Any, now_ms: int) -> Any | None:
+    def end_txn(self, ctx: ShardRequest, req: Any, now_ms: int) -> Any | None:
         v = ctx.api_version
 
         def answer(error: ErrorCode) -> Any:
-            return EndTxnResponse(throttle_time_ms=0, error_code=int(for_version(END_TXN, v, error)))
+            return EndTxnResponse(throttle_time_ms=0, error_code=int(for_version(K.END_TXN, v, error)))
 
         error, meta = self._validate(req.transactional_id, req.producer_id, req.producer_epoch)
         if error != E.NONE:
@@ -414,12 +402,12 @@ class TransactionCoordinatorShard(ResultCollector):
             return answer(E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS)
         return answer(E.INVALID_TXN_STATE)  # Empty: nothing to end
 
-    def _park(self, tid: str, ctx: RequestContext, now_ms: int) -> None:
+    def _park(self, tid: str, ctx: ShardRequest, now_ms: int) -> None:
         """Hold a response until the transaction's markers are written (or the wait runs out)."""
         w = _Waiter(ctx.token, ctx.api_key, ctx.api_version)
         self._waiters.setdefault(tid, []).append(w)
         self.timers.schedule(("end-wait", ctx.token), now_ms + self.config.end_txn_max_wait_ms,
-                             lambda now, tid=tid, w=w: self._wait_expired(tid, w))
+                             lambda now: self._wait_expired(tid, w))
 
     def _wait_expired(self, tid: str, w: _Waiter) -> None:
         waiters = self._waiters.get(tid)
@@ -429,11 +417,11 @@ class TransactionCoordinatorShard(ResultCollector):
         if not waiters:
             del self._waiters[tid]
         # The Prepare record is durable, so the outcome is decided (Kafka answers at this point).
-        self._respond(w.token, self._completion_response(w))
+        self.respond(w.token, self._completion_response(w))
 
     @staticmethod
     def _completion_response(w: _Waiter) -> Any:
-        if w.api_key == END_TXN:
+        if w.api_key == K.END_TXN:
             return EndTxnResponse(throttle_time_ms=0, error_code=0)
         return init_producer_id_response(w.api_version, E.CONCURRENT_TRANSACTIONS)
 
@@ -449,23 +437,10 @@ class TransactionCoordinatorShard(ResultCollector):
             self._write(meta, meta.value(state=done, partitions=set(), last_update_ms=now_ms))
             for w in self._waiters.pop(job.transactional_id, []):
                 self.timers.cancel(("end-wait", w.token))
-                self._respond(w.token, self._completion_response(w))
+                self.respond(w.token, self._completion_response(w))
         return self._end()
 
     # ---------------------------------------------------------------- timers
-    def poll(self, now_ms: int) -> CoordinatorResult:
-        self._begin()
-        self._ensure_timers(now_ms)
-        while True:
-            due = self.timers.pop_due(now_ms)
-            if due is None:
-                break
-            due[1](now_ms)
-        return self._end()
-
-    def next_deadline(self) -> int | None:
-        return self.timers.next_deadline()
-
     def _ensure_timers(self, now_ms: int) -> None:
         if ABORT_TIMER not in self.timers:
             self.timers.schedule(
@@ -491,10 +466,7 @@ class TransactionCoordinatorShard(ResultCollector):
         for tid, meta in list(self.txns.items()):
             if (meta.state.expiration_allowed and meta.producer_epoch != NO_EPOCH
                     and now_ms - meta.last_update_ms >= limit and tid not in self._waiters):
-                check_transition(meta.state, S.DEAD)
-                assert self._out is not None
-                self._out.add_record(txn_key(tid), None)
-                self.replay(txn_key(tid), None)
+                self._write(meta, None)
 
     # ---------------------------------------------------------------- admin
     def describe(self, tid: str) -> DescribeTransactionsResponse.TransactionState:
@@ -512,7 +484,7 @@ class TransactionCoordinatorShard(ResultCollector):
             producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
             topics=[DescribeTransactionsResponse.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
-    def list_transactions(self, ctx: RequestContext, req: Any, now_ms: int) -> ListTransactionsResponse:
+    def list_transactions(self, ctx: ShardRequest, req: Any, now_ms: int) -> ListTransactionsResponse:
         states = {STATE_BY_NAME[s] for s in req.state_filters if s in STATE_BY_NAME}
         unknown = [s for s in req.state_filters if s not in STATE_BY_NAME]
         pids = set(req.producer_id_filters)
