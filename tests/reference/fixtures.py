@@ -23,7 +23,11 @@ from tests.reference.apache_kafka import KafkaCluster
 KAFKA_FIXTURES = {"kafka_broker", "kafka39_broker", "either_broker", "kafka_factory"}
 
 # What both brokers run with in the reference tests (shoal's test brokers use the same).
-COMMON_PROPERTIES = {"group.initial.rebalance.delay.ms": "0"}
+# Tests write records with fixed historic timestamps (2020, 2023) to compare them across brokers. Under
+# the default 7-day time retention Kafka deletes such a log at its next retention check (every 5 min,
+# the active segment included: it rolls it first), which emptied topics mid-session in CI. The reference
+# brokers of a test session run no retention check.
+COMMON_PROPERTIES = {"group.initial.rebalance.delay.ms": "0", "log.retention.check.interval.ms": "86400000"}
 
 
 @dataclass

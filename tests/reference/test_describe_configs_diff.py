@@ -104,7 +104,9 @@ def differences(rtype: int, shoal: dict[str, dict[str, Any]], kafka: dict[str, d
 
 @pytest.fixture(scope="module")
 def fresh_pair(kafka_factory_module: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    shoal = BrokerProcess(tmp_path_factory.mktemp("shoal-dc") / "data", 1, STATIC)
+    from tests.reference.fixtures import COMMON_PROPERTIES
+
+    shoal = BrokerProcess(tmp_path_factory.mktemp("shoal-dc") / "data", 1, {**COMMON_PROPERTIES, **STATIC})
     shoal.start()
     try:
         yield shoal.bootstrap_servers, kafka_factory_module.bootstrap_servers
