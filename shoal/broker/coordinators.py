@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from shoal.broker.topic_configs import topic_log_config
 from shoal.clock import now_ms
 from shoal.coordinator.group.config import GroupConfig
+from shoal.coordinator.group.consumer.target import resolve_assignors
+from shoal.coordinator.group.consumer.topics import TopicMeta
 from shoal.coordinator.group.runtime import GroupCoordinatorRuntime
 from shoal.coordinator.partitioning import partition_for
 from shoal.coordinator.txn.runtime import TransactionCoordinatorRuntime
@@ -120,16 +123,39 @@ class NodeCoordinators:
             await rt.close()
 
 
+class ClusterTopics:
+    """The group coordinator's read-only view of the cluster's topics (a consumer group `TopicsView`):
+    looked up in the broker's metadata at each call, so created, deleted and grown topics show."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    @staticmethod
+    def _meta(info: Any) -> TopicMeta | None:
+        # Brokers have no rack here: partitions carry no rack information.
+        return None if info is None else TopicMeta(topic_id=info.topic_id, name=info.name,
+                                                   num_partitions=info.num_partitions)
+
+    def by_name(self, name: str) -> TopicMeta | None:
+        return self._meta(self._broker.metadata.topics.get(name))
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        return self._meta(self._broker.metadata.by_id.get(topic_id))
+
+
 class GroupCoordinators(NodeCoordinators):
     topic = OFFSETS_TOPIC
 
     def __init__(self, broker: Broker) -> None:
         super().__init__(broker)
         self.config = GroupConfig.from_properties(broker.config.props)
+        self.topics = ClusterTopics(broker)
+        self.assignors = resolve_assignors(self.config.group_consumer_assignors)
 
     def new_runtime(self, node_id: int) -> GroupCoordinatorRuntime:
         return GroupCoordinatorRuntime(node_id, self.broker.logs, self.config, log_config=self.log_config(),
-                                       partition_for=self.partition_for)
+                                       partition_for=self.partition_for, topics=self.topics,
+                                       assignors=self.assignors)
 
     def ensure_topic(self) -> None:
         self.broker.ensure_offsets_topic()

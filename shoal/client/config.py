@@ -66,6 +66,10 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "key.deserializer": None,
     "value.deserializer": None,
     "default.api.timeout.ms": 60000,
+    # "classic" (JoinGroup/SyncGroup/Heartbeat) or "consumer" (KIP-848: ConsumerGroupHeartbeat).
+    "group.protocol": "classic",
+    # The broker-side assignor a "consumer" protocol member asks for (None: the broker's default).
+    "group.remote.assignor": None,
 }
 
 ADMIN_DEFAULTS: dict[str, Any] = {**COMMON_DEFAULTS, "default.api.timeout.ms": 60000}

@@ -105,6 +105,17 @@ class BrokerConnection:
             if top >= max(k.min_version, lo):
                 self.versions[k.api_key] = top
 
+    def version_up_to(self, api_key: int, highest: int) -> int:
+        """The highest version of ``api_key`` both sides support, up to ``highest`` (above the
+        client-wide cap in CLIENT_MAX_VERSIONS: for callers that build the newer shapes themselves);
+        -1 if there is none."""
+        broker = self.broker_ranges.get(api_key)
+        mine = VERSION_RANGES.get(api_key)
+        if broker is None or mine is None:
+            return -1
+        top = min(broker[1], mine[1], highest, self._caps.get(api_key, highest))
+        return top if top >= max(broker[0], mine[0]) else -1
+
     def version_for(self, api_key: int) -> int:
         try:
             return self.versions[api_key]

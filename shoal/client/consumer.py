@@ -7,7 +7,7 @@ import contextlib
 import inspect
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode, is_retriable
@@ -16,7 +16,6 @@ from shoal.protocol.generated.api_keys import ApiKey
 from .assignment import resolve_assignors
 from .cluster import KafkaClient, now_ms
 from .config import CONSUMER_DEFAULTS, make_config
-from .coordinator import ConsumerCoordinator
 from .errors import (
     ClosedError,
     IllegalStateError,
@@ -26,6 +25,7 @@ from .errors import (
     error_for,
 )
 from .fetcher import Fetcher
+from .membership import GroupMembership, check_protocol_settings, make_membership
 from .protocol import request_class
 from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
@@ -42,11 +42,13 @@ def _tps(partitions: Any) -> list[TopicPartition]:
 
 
 class AIOConsumer:
-    """Asyncio Kafka consumer with classic consumer-group membership."""
+    """Asyncio Kafka consumer; group membership by ``group.protocol``: classic or consumer (KIP-848)."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = make_config(CONSUMER_DEFAULTS, config, **kwargs)
         cfg = self.config
+        self.group_protocol = check_protocol_settings(
+            cfg, [*(config or {}), *(k.replace("_", ".") for k in kwargs)])
         reset = str(cfg["auto.offset.reset"]).lower()
         reset = {"smallest": "earliest", "beginning": "earliest", "largest": "latest", "end": "latest"}.get(reset, reset)
         if reset not in ("earliest", "latest", "none"):
@@ -54,7 +56,7 @@ class AIOConsumer:
         self.subs = SubscriptionState(reset)
         self.client = KafkaClient(cfg)
         self.fetcher: Fetcher | None = None
-        self.coordinator: ConsumerCoordinator | None = None
+        self.coordinator: GroupMembership | None = None
         self.assignors = resolve_assignors(cfg["partition.assignment.strategy"])
         #: How listener callbacks are run (the sync face swaps in "on the application thread").
         self.listener_runner: ListenerRunner = _run_listener
@@ -69,8 +71,7 @@ class AIOConsumer:
             return
         self.fetcher = Fetcher(self.client, self.subs, self.config)
         if self.config["group.id"]:
-            self.coordinator = ConsumerCoordinator(
-                self.client, self.subs, self.config, self.assignors, self._invoke_listener)
+            self.coordinator = self._new_membership()
         await self.client.refresh_metadata([])
         self._started = True
 
@@ -138,8 +139,7 @@ class AIOConsumer:
     async def unsubscribe(self) -> None:
         if self.coordinator is not None and self.subs.has_auto_assignment:
             await self.coordinator.close()
-            self.coordinator = ConsumerCoordinator(
-                self.client, self.subs, self.config, self.assignors, self._invoke_listener)
+            self.coordinator = self._new_membership()
         self.subs.unsubscribe()
         if self.fetcher is not None:
             self.fetcher.buffer.clear()
@@ -192,9 +192,22 @@ class AIOConsumer:
                 await asyncio.wait_for(fetcher.buffer.wakeup.wait(), wait / 1000)
             fetcher.buffer.wakeup.clear()
 
+    def _new_membership(self) -> GroupMembership:
+        """The group member ``group.protocol`` asks for (classic or KIP-848's consumer protocol)."""
+        member = make_membership(self.client, self.subs, self.config, self.assignors, self._invoke_listener)
+        member.wakeup = self._wake_poll
+        return member
+
+    def _wake_poll(self) -> None:
+        if self.fetcher is not None and self.fetcher.buffer.wakeup is not None:
+            self.fetcher.buffer.wakeup.set()
+
     def _group_busy(self) -> bool:
         c = self.coordinator
-        return c is not None and (c.need_rejoin() or c.generation_lost or c.coordinator_id is None)
+        return c is not None and c.busy()
+
+    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        return {t: len(self.client.cluster.partitions_for(t) or []) for t in topics}
 
     async def _maybe_refresh_metadata(self) -> None:
         assert self.fetcher is not None
@@ -215,13 +228,8 @@ class AIOConsumer:
                      if not (i.is_internal and self.config["exclude.internal.topics"])]
             if self.subs.match_pattern(names):
                 self.subs.needs_rejoin_for_subscription = True
-        c = self.coordinator
-        if c is not None and c.is_leader and c.group_subscription:
-            # The leader rejoins when a subscribed topic's partition count changes.
-            counts = {t: len(self.client.cluster.partitions_for(t) or []) for t in c.group_subscription}
-            if getattr(c, "_known_counts", None) not in (None, counts):
-                c.rejoin_needed = True
-            c._known_counts = counts  # type: ignore[attr-defined]
+        if self.coordinator is not None:
+            self.coordinator.on_metadata_update(self._partition_counts)
 
     async def _update_positions(self) -> None:
         assert self.fetcher is not None
@@ -267,7 +275,7 @@ class AIOConsumer:
 
     # -- offsets -----------------------------------------------------------------------
 
-    def _require_group(self) -> ConsumerCoordinator:
+    def _require_group(self) -> GroupMembership:
         if self.coordinator is None:
             raise IllegalStateError("offset commits need group.id")
         return self.coordinator
@@ -379,7 +387,7 @@ class AIOConsumer:
     @property
     def group_generation(self) -> tuple[int, str]:
         c = self.coordinator
-        return (c.generation, c.member_id) if c is not None else (-1, "")
+        return c.group_generation if c is not None else (-1, "")
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member's group, generation and ids, for ``send_offsets_to_transaction`` (KIP-447)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from shoal.assignors.types import COOPERATIVE, EAGER, Subscription
@@ -76,6 +76,8 @@ class ConsumerCoordinator:
         self._join_prepared = False
         self._closed = False
         self.group_subscription: set[str] = set()
+        self._known_counts: dict[str, int] | None = None
+        self.wakeup: Callable[[], None] | None = None  # unused: classic work happens inside poll
         self.fatal: BaseException | None = None
 
     # -- coordinator discovery -------------------------------------------------------
@@ -106,6 +108,26 @@ class ConsumerCoordinator:
         node = await self.ensure_coordinator()
         conn = await self.client.conn(node, purpose="group")
         return conn.version_for(api_key)
+
+    # -- the GroupMembership face ---------------------------------------------------------
+
+    @property
+    def group_generation(self) -> tuple[int, str]:
+        """(generation, member id)."""
+        return self.generation, self.member_id
+
+    def busy(self) -> bool:
+        """Joining, lost or without a coordinator."""
+        return self.need_rejoin() or self.generation_lost or self.coordinator_id is None
+
+    def on_metadata_update(self, partition_counts: Callable[[Iterable[str]], dict[str, int]]) -> None:
+        """The leader rejoins when a subscribed topic's partition count changes."""
+        if not (self.is_leader and self.group_subscription):
+            return
+        counts = partition_counts(self.group_subscription)
+        if self._known_counts not in (None, counts):
+            self.rejoin_needed = True
+        self._known_counts = counts
 
     # -- the poll-driven part -----------------------------------------------------------
 

@@ -248,10 +248,10 @@ def test_records_no_plugin_replays_are_logged_once_and_skipped(caplog) -> None:
     import struct
     h = Harness()
     h.commit({("t", 0): 1}, gid="simple")
-    kip848 = struct.pack(">h", 3) + b"\x00\x01g"  # a ConsumerGroupMetadataKey: no consumer-group manager yet
+    kip848 = struct.pack(">h", 11) + b"\x00\x01g"  # a ShareGroupMetadataKey: no share-group manager yet
     with caplog.at_level("WARNING", logger="shoal.coordinator.shard"):
         h.shard.replay(kip848, b"\x00\x00")
         h.shard.replay(kip848, None)
     assert [r.getMessage() for r in caplog.records].count(
-        "Partition 0: skipping records with unknown key version 3 (no coordinator component replays them)") == 1
+        "Partition 0: skipping records with unknown key version 11 (no coordinator component replays them)") == 1
     assert set(h.shard.groups) == {"simple"}

@@ -113,6 +113,8 @@ async def find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> 
 @handles(ApiKey.LIST_GROUPS, access=(Access(_GROUP, AclOperation.DESCRIBE),))
 @handles(ApiKey.DELETE_GROUPS, access=(Access(_GROUP, AclOperation.DELETE),))
 @handles(ApiKey.OFFSET_DELETE, access=(Access(_GROUP, AclOperation.DELETE), Access(_TOPIC, AclOperation.READ)))
+@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, access=(Access(_GROUP, AclOperation.READ),))
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, access=(Access(_GROUP, AclOperation.DESCRIBE),))
 async def group_api(ctx: RequestContext, req):  # noqa: ANN001, ANN201
     """A group API, answered by this node's group coordinator runtime."""
     return await ctx.broker.coordinators.runtime(ctx.node.node_id).handle(

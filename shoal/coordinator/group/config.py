@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from shoal.coordinator.result import int_settings_from_properties
+from dataclasses import dataclass, field
 
 # Kafka's GroupCoordinator constant: a new member (no heartbeat yet) is dropped
 # if its parked JoinGroup is not completed within this time.
@@ -12,10 +10,21 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 _INT32_MAX = 2**31 - 1
 
+# Kafka's GroupType names accepted by group.coordinator.rebalance.protocols ("share" is not served).
+REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
+
+
+class GroupConfigError(ValueError):
+    """A group coordinator setting out of its bounds (Kafka refuses to start with it)."""
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in value.split(",") if s.strip())
+
 
 @dataclass(slots=True)
 class GroupConfig:
-    """Broker-level settings of the classic group coordinator.
+    """Broker-level settings of the group coordinator (classic and consumer group types).
 
     Field names are Kafka's property names with dots as underscores.
     """
@@ -29,12 +38,79 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_topic_num_partitions: int = 50
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    # KIP-848, the consumer group type (Kafka's GroupCoordinatorConfig names and defaults)
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_min_session_timeout_ms: int = 45000
+    group_consumer_max_session_timeout_ms: int = 60000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_min_heartbeat_interval_ms: int = 5000
+    group_consumer_max_heartbeat_interval_ms: int = 15000
+    group_consumer_max_size: int = _INT32_MAX
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_coordinator_rebalance_protocols: tuple[str, ...] = field(default=("classic", "consumer"))
 
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60 * 1000
 
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        return "consumer" in self.group_coordinator_rebalance_protocols
+
+    def validate(self) -> GroupConfig:
+        """Kafka's bounds of the consumer group settings (GroupCoordinatorConfig's requirements)."""
+        checks = [
+            (self.group_consumer_max_heartbeat_interval_ms >= self.group_consumer_min_heartbeat_interval_ms,
+             "group.consumer.max.heartbeat.interval.ms must be greater than or equal to "
+             "group.consumer.min.heartbeat.interval.ms"),
+            (self.group_consumer_heartbeat_interval_ms >= self.group_consumer_min_heartbeat_interval_ms,
+             "group.consumer.heartbeat.interval.ms must be greater than or equal to "
+             "group.consumer.min.heartbeat.interval.ms"),
+            (self.group_consumer_heartbeat_interval_ms <= self.group_consumer_max_heartbeat_interval_ms,
+             "group.consumer.heartbeat.interval.ms must be less than or equal to "
+             "group.consumer.max.heartbeat.interval.ms"),
+            (self.group_consumer_max_session_timeout_ms >= self.group_consumer_min_session_timeout_ms,
+             "group.consumer.max.session.timeout.ms must be greater than or equal to "
+             "group.consumer.min.session.timeout.ms"),
+            (self.group_consumer_session_timeout_ms >= self.group_consumer_min_session_timeout_ms,
+             "group.consumer.session.timeout.ms must be greater than or equal to "
+             "group.consumer.min.session.timeout.ms"),
+            (self.group_consumer_session_timeout_ms <= self.group_consumer_max_session_timeout_ms,
+             "group.consumer.session.timeout.ms must be less than or equal to "
+             "group.consumer.max.session.timeout.ms"),
+            (self.group_consumer_heartbeat_interval_ms < self.group_consumer_session_timeout_ms,
+             "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
+            (self.group_consumer_max_size >= 1, "group.consumer.max.size must be at least 1"),
+            (len(self.group_consumer_assignors) >= 1, "group.consumer.assignors must not be empty"),
+            (all(p in REBALANCE_PROTOCOLS for p in self.group_coordinator_rebalance_protocols),
+             f"group.coordinator.rebalance.protocols must be a subset of {list(REBALANCE_PROTOCOLS)}"),
+            ("classic" in self.group_coordinator_rebalance_protocols,
+             "group.coordinator.rebalance.protocols must contain classic"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise GroupConfigError(message)
+        return self
+
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> GroupConfig:
         """Build from Kafka-style dotted properties; unknown keys are ignored."""
-        return int_settings_from_properties(cls(), props)
+        config = cls()
+        for name, f in cls.__dataclass_fields__.items():
+            dotted = name.replace("_", ".")
+            if f.type == "int" and dotted in props:
+                setattr(config, name, int(props[dotted]))
+        if "group.consumer.assignors" in props:
+            # Kafka accepts class names too: the last dotted part, lower-cased, without "Assignor".
+            config.group_consumer_assignors = tuple(_assignor_name(n) for n in _csv(props["group.consumer.assignors"]))
+        if "group.coordinator.rebalance.protocols" in props:
+            config.group_coordinator_rebalance_protocols = tuple(
+                p.lower() for p in _csv(props["group.coordinator.rebalance.protocols"]))
+        return config.validate()
+
+
+def _assignor_name(name: str) -> str:
+    short = name.rsplit(".", 1)[-1]
+    if short.endswith("Assignor"):
+        short = short[: -len("Assignor")]
+    return short.lower()

@@ -3,10 +3,21 @@
 OffsetsMessageFormatter:        [group,topic,3]::[OffsetMetadata[2130,NO_METADATA],CommitTime 1538843128354,ExpirationTime 1539447928354]
 GroupMetadataMessageFormatter:  group::GroupMetadata(groupId=group, generation=1, protocolType=Some(consumer), currentState=Stable, members=Map(...))
 Tombstones print as `NULL` (Kafka's formatters write "NULL" for a null value).
+
+Consumer group records (KIP-848, key versions 3-8) print as Kafka 4's coordinator record formatter
+prints every record: one JSON object, `{"key":{"type":3,"data":{"groupId":"g"}},"value":{"version":0,
+"data":{"epoch":4}}}`, field names in Kafka's JSON spelling, uuids as Kafka writes them (URL-safe
+base64), a tombstone's value `null`.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import uuid
+from typing import Any
+
+from shoal.coordinator.group.consumer import records as consumer_records
 from shoal.coordinator.group.records import (
     decode_group_metadata_key,
     decode_group_metadata_value,
@@ -54,6 +65,44 @@ def format_group_metadata_record(key: bytes, value: bytes | None) -> str | None:
             f"protocolType={_opt(v.protocol_type or None)}, currentState={state}, members=Map({members}))")
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.rstrip("_").split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _json(obj: Any) -> Any:
+    if isinstance(obj, uuid.UUID):
+        return base64.urlsafe_b64encode(obj.bytes).decode().rstrip("=")
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(obj)).decode()
+    if isinstance(obj, list):
+        return [_json(x) for x in obj]
+    fields = getattr(obj, "_FIELDS", None)
+    if fields is None:
+        return obj
+    out = {}
+    for name in fields:
+        value = getattr(obj, name)
+        if name == "classic_member_metadata" and (value is None or not value.supported_protocols):
+            continue  # a tagged field, written only when set (members of the classic protocol)
+        out[_camel(name)] = _json(value)
+    return out
+
+
+def format_consumer_group_record(key: bytes, value: bytes | None) -> str | None:
+    """One JSON line for a consumer group record (key versions 3-8), None for any other record."""
+    version = key_version(key)
+    if version not in consumer_records.KEY_VERSIONS:
+        return None
+    key_cls, _, _ = consumer_records.RECORD_TYPES[version]
+    k = key_cls.decode(memoryview(key)[2:], version)
+    line: dict[str, Any] = {"key": {"type": version, "data": _json(k)}, "value": None}
+    if value is not None:
+        line["value"] = {"version": key_version(value), "data": _json(consumer_records.decode_value(version, value))}
+    return json.dumps(line, separators=(",", ":"))
+
+
 def format_record(key: bytes, value: bytes | None) -> str | None:
-    """Either formatter's line for the record (None for records neither prints)."""
-    return format_offset_record(key, value) or format_group_metadata_record(key, value)
+    """The formatters' line for the record (None for records none of them prints)."""
+    return (format_offset_record(key, value) or format_group_metadata_record(key, value)
+            or format_consumer_group_record(key, value))

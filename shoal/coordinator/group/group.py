@@ -258,7 +258,7 @@ class ClassicGroup:
         return self.state == S.EMPTY
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int, *,
-                               transactional: bool, now_ms: int) -> ErrorCode | None:
+                               transactional: bool, now_ms: int, api_version: int = 9) -> ErrorCode | None:
         if self.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation >= 0 or member_id != "" or instance_id is not None:
@@ -281,7 +281,7 @@ class ClassicGroup:
             self.keep_alive(self, member, now_ms)  # a commit from a member counts as a heartbeat
         return None
 
-    def validate_offset_fetch(self) -> ErrorCode | None:
+    def validate_offset_fetch(self, member_id: str | None = None, member_epoch: int = -1) -> ErrorCode | None:
         return E.GROUP_ID_NOT_FOUND if self.state == S.DEAD else None
 
     def validate_offset_delete(self, partitions: list[TopicPartition]

@@ -165,7 +165,7 @@ class OffsetMetadataManager:
             # A simple (standalone) consumer: the replayed records create the Empty group.
         else:
             error = group.validate_offset_commit(member_id, instance_id, generation, transactional=False,
-                                                 now_ms=now_ms)
+                                                 now_ms=now_ms, api_version=v)
             if error is not None:
                 return all_failed(error)
         expire = None if retention == -1 else now_ms + retention
@@ -229,7 +229,8 @@ class OffsetMetadataManager:
             TxnOffsetCommitResponse)
 
     # ---------------------------------------------------------------- OffsetFetch
-    def fetch_group(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+    def fetch_group(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool,
+                    member_id: str | None = None, member_epoch: int = -1
                     ) -> ErrorCode | list[tuple[str, list[tuple[int, OffsetAndMetadata | None | ErrorCode]]]]:
         """Committed offsets of `group_id`: requested partitions (None = all committed ones), or the
         group's error.
@@ -238,7 +239,7 @@ class OffsetMetadataManager:
         comes back as UNSTABLE_OFFSET_COMMIT instead of an offset.
         """
         group = self.shard.groups.get(group_id)
-        error = None if group is None else group.validate_offset_fetch()
+        error = None if group is None else group.validate_offset_fetch(member_id, member_epoch)
         if error is not None and error != E.GROUP_ID_NOT_FOUND:
             return error
         committed = self.group_offsets(group_id) if group is not None and error is None else {}
@@ -261,7 +262,8 @@ class OffsetMetadataManager:
             groups = []
             for g in req.groups:
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-                data = self.fetch_group(g.group_id, topics, require_stable)
+                member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+                data = self.fetch_group(g.group_id, topics, require_stable, *member)
                 if isinstance(data, ErrorCode):
                     groups.append(offset_fetch_group_error(g.group_id, data))
                     continue

@@ -9,7 +9,8 @@ shard's `Timers`; records go out through `shard.emit` which also replays them.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 from shoal.coordinator.group.group import ClassicGroup
 from shoal.coordinator.group.member import ClassicMember, PendingRequest
@@ -37,6 +38,32 @@ def _join_key(group_id: str) -> tuple[str, str]:
 def _sync_key(group_id: str) -> tuple[str, str]:
     return ("sync", group_id)
 
+class ClassicGroups(MutableMapping[str, ClassicGroup]):
+    """The shard's classic groups: a view of its registry in which groups of other types are absent."""
+
+    def __init__(self, groups: dict[str, Any]) -> None:
+        self._groups = groups
+
+    def __getitem__(self, group_id: str) -> ClassicGroup:
+        group = self._groups[group_id]
+        if not isinstance(group, ClassicGroup):
+            raise KeyError(group_id)
+        return group
+
+    def __setitem__(self, group_id: str, group: ClassicGroup) -> None:
+        self._groups[group_id] = group
+
+    def __delitem__(self, group_id: str) -> None:
+        self[group_id]  # noqa: B018 - KeyError for a group of another type
+        del self._groups[group_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([gid for gid, g in self._groups.items() if isinstance(g, ClassicGroup)])
+
+    def __len__(self) -> int:
+        return sum(1 for g in self._groups.values() if isinstance(g, ClassicGroup))
+
+
 class ClassicRebalancer:
     """The classic groups of a shard, their timers, and how a rebalance runs."""
 
@@ -50,10 +77,9 @@ class ClassicRebalancer:
 
     # ================================================================ helpers
     @property
-    def groups(self) -> dict[str, ClassicGroup]:
-        # Classic groups are the only type yet; with more, this needs Kafka's type check
-        # (getOrMaybeCreateClassicGroup: a group of another type is not found).
-        return cast(dict[str, ClassicGroup], self.shard.groups)
+    def groups(self) -> ClassicGroups:
+        # Kafka's type check (getOrMaybeCreateClassicGroup): a group of another type is not found.
+        return ClassicGroups(self.shard.groups)
 
     def new_group(self, group_id: str, now_ms: int | None) -> ClassicGroup:
         return ClassicGroup(group_id, now_ms, keep_alive=self.schedule_heartbeat)

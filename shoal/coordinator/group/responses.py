@@ -7,10 +7,13 @@ COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE ...).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from shoal.protocol.generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from shoal.protocol.generated.heartbeat_response import HeartbeatResponse
@@ -27,7 +30,7 @@ from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitR
 GROUP_API_KEYS: frozenset[ApiKey] = frozenset({
     ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
     ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.TXN_OFFSET_COMMIT,
-    ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE})
+    ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 # Still imported by shoal/broker/handlers (groups.py, transactions.py): drop once they use ApiKey.
 TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 
@@ -101,6 +104,17 @@ def offset_fetch_group_error(group_id: str, error: int) -> OffsetFetchResponse.O
     return OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group_id, topics=[], error_code=int(error))
 
 
+_SIMPLE_ERROR_RESPONSES: dict[ApiKey, Callable[[Any, int], Any]] = {
+    ApiKey.HEARTBEAT: lambda request, error: HeartbeatResponse(error_code=error),
+    ApiKey.LEAVE_GROUP: lambda request, error: LeaveGroupResponse(error_code=error, members=[]),
+    ApiKey.LIST_GROUPS: lambda request, error: ListGroupsResponse(error_code=error, groups=[]),
+    ApiKey.OFFSET_DELETE: lambda request, error: OffsetDeleteResponse(error_code=error, topics=[]),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda request, error: ConsumerGroupHeartbeatResponse(error_code=error),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: lambda request, error: ConsumerGroupDescribeResponse(groups=[
+        ConsumerGroupDescribeResponse.DescribedGroup(group_id=g, error_code=error) for g in request.group_ids]),
+}
+
+
 def error_response(api_key: ApiKey, api_version: int, request: Any, error: int) -> Any:
     """The response to `request` failing as a whole with `error`."""
     error = int(error)
@@ -108,10 +122,9 @@ def error_response(api_key: ApiKey, api_version: int, request: Any, error: int) 
         return join_response(api_version, error=error, member_id=request.member_id)
     if api_key == ApiKey.SYNC_GROUP:
         return sync_response(api_version, error=error)
-    if api_key == ApiKey.HEARTBEAT:
-        return HeartbeatResponse(error_code=error)
-    if api_key == ApiKey.LEAVE_GROUP:
-        return LeaveGroupResponse(error_code=error, members=[])
+    simple = _SIMPLE_ERROR_RESPONSES.get(api_key)
+    if simple is not None:
+        return simple(request, error)
     if api_key == ApiKey.OFFSET_COMMIT:
         return offset_commit_response([(n, [(p, error) for p in ps]) for n, ps in _request_topics(request)])
     if api_key == ApiKey.TXN_OFFSET_COMMIT:
@@ -148,12 +161,8 @@ def error_response(api_key: ApiKey, api_version: int, request: Any, error: int) 
                 for g in request.groups
             ]
         )
-    if api_key == ApiKey.LIST_GROUPS:
-        return ListGroupsResponse(error_code=error, groups=[])
     if api_key == ApiKey.DELETE_GROUPS:
         return DeleteGroupsResponse(
             results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=error) for g in request.groups_names]
         )
-    if api_key == ApiKey.OFFSET_DELETE:
-        return OffsetDeleteResponse(error_code=error, topics=[])
     raise ValueError(f"not a group coordinator API: {api_key}")

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from shoal.assignors.server import ServerAssignor
 from shoal.clock import now_ms
 from shoal.coordinator.group.config import GroupConfig
+from shoal.coordinator.group.consumer.target import resolve_assignors
+from shoal.coordinator.group.consumer.topics import TopicsView
 from shoal.coordinator.group.responses import GROUP_API_KEYS, error_response
 from shoal.coordinator.group.shard import GroupCoordinatorShard
 from shoal.coordinator.loader import load_offsets_log
@@ -24,6 +27,7 @@ from shoal.coordinator.partitioning import partition_for
 from shoal.coordinator.runtime import CoordinatorRuntime
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from shoal.protocol.generated.list_groups_response import ListGroupsResponse
@@ -45,11 +49,16 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
     def __init__(self, node_id: int, log_manager: Any, config: GroupConfig | None = None, *,
                  clock_ms: Callable[[], int] = now_ms, log_config: LogConfig = OFFSETS_LOG_CONFIG,
                  member_id_suffix: Callable[[], str] | None = None,
-                 partition_for: Callable[[str], int] | None = None) -> None:
+                 partition_for: Callable[[str], int] | None = None, topics: TopicsView | None = None,
+                 assignors: Mapping[str, ServerAssignor] | None = None) -> None:
         super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms)
         self.config = config or GroupConfig()
         self._member_id_suffix = member_id_suffix
         self._partition_for = partition_for
+        self._topics = topics
+        if assignors is None:
+            assignors = resolve_assignors(self.config.group_consumer_assignors)
+        self._assignors = dict(assignors)
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition of a group: the broker's answer (from the topic as it
@@ -59,7 +68,8 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
     def new_shard(self, partition: int, plog: Any) -> GroupCoordinatorShard:
-        return GroupCoordinatorShard(partition, self.config, member_id_suffix=self._member_id_suffix)
+        return GroupCoordinatorShard(partition, self.config, member_id_suffix=self._member_id_suffix,
+                                     topics=self._topics, assignors=self._assignors)
 
     def read_log(self, plog: Any) -> Any:
         return load_offsets_log(plog)
@@ -89,6 +99,8 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
             return list(request.groups_names)
         if api_key == ApiKey.OFFSET_FETCH and api_version >= 8:
             return [g.group_id for g in request.groups]
+        if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+            return list(request.group_ids)
         return None
 
     async def _handle_multi(self, api_key: ApiKey, api_version: int, request: Any, group_ids: list[str],
@@ -102,12 +114,14 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
             sub = copy.copy(request)
             if api_key == ApiKey.DESCRIBE_GROUPS:
                 sub.groups = [request.groups[i] for i in idxs]
+            elif api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+                sub.group_ids = [request.group_ids[i] for i in idxs]
             elif api_key == ApiKey.DELETE_GROUPS:
                 sub.groups_names = [request.groups_names[i] for i in idxs]
             else:
                 sub.groups = [request.groups[i] for i in idxs]
             resp = await self.run(partition, api_key, api_version, sub, client_id, client_host)
-            items = resp.groups if api_key in (ApiKey.DESCRIBE_GROUPS, ApiKey.OFFSET_FETCH) else resp.results
+            items = resp.results if api_key == ApiKey.DELETE_GROUPS else resp.groups
             for i, item in zip(idxs, items, strict=True):
                 entries[i] = item
 
@@ -117,6 +131,8 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
             return DescribeGroupsResponse(groups=ordered)
         if api_key == ApiKey.DELETE_GROUPS:
             return DeleteGroupsResponse(results=ordered)
+        if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+            return ConsumerGroupDescribeResponse(groups=ordered)
         return OffsetFetchResponse(groups=ordered)
 
     async def _list_groups(self, api_version: int, request: Any, client_id: str, client_host: str) -> Any:

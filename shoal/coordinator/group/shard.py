@@ -9,27 +9,32 @@ and the runtime calls it for every record of the partition on load.
 The work is done by plug-ins (`types.GroupTypeManager`): the classic group
 protocol, the offsets shared by every group type, and the admin APIs. The
 shard dispatches requests and replays records through tables built from
-them; a record of a key version no plug-in replays (KIP-848 and share-group
-records, for now) is logged and kept out of state.
+them; a record of a key version no plug-in replays (share-group records, for
+now) is logged and kept out of state. The consumer group type (KIP-848) reads
+topics through a narrow `TopicsView` the broker supplies.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from shoal.assignors.server import ServerAssignor
 from shoal.coordinator.group.admin import GroupAdminManager
 from shoal.coordinator.group.classic import ClassicGroupManager
 from shoal.coordinator.group.config import GroupConfig
+from shoal.coordinator.group.consumer.heartbeat import ConsumerGroupManager
+from shoal.coordinator.group.consumer.topics import TopicsView
 from shoal.coordinator.group.offsets import OffsetMetadataManager
 from shoal.coordinator.group.records import key_version
-from shoal.coordinator.group.responses import error_response
+from shoal.coordinator.group.responses import error_response, join_response
 from shoal.coordinator.group.types import Group, GroupTypeManager
 from shoal.coordinator.result import CoordinatorResult, Record, ShardRequest
 from shoal.coordinator.shard import ShardSkeleton
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
 RETENTION_TIMER = ("offsets-retention",)
@@ -42,7 +47,8 @@ class GroupCoordinatorShard(ShardSkeleton):
     """All groups and offsets of one `__consumer_offsets` partition."""
 
     def __init__(self, partition: int, config: GroupConfig | None = None, *,
-                 member_id_suffix: Callable[[], str] | None = None) -> None:
+                 member_id_suffix: Callable[[], str] | None = None, topics: TopicsView | None = None,
+                 assignors: Mapping[str, ServerAssignor] | None = None) -> None:
         super().__init__(partition)
         self.config = config or GroupConfig()
         self.member_id_suffix: Callable[[], str] = member_id_suffix or (lambda: str(uuid.uuid4()))
@@ -50,11 +56,20 @@ class GroupCoordinatorShard(ShardSkeleton):
         self.classic = ClassicGroupManager(self)
         self.offset_manager = OffsetMetadataManager(self)
         self.admin = GroupAdminManager(self)
-        self.managers: list[GroupTypeManager] = [self.classic, self.offset_manager, self.admin]
+        self.consumer = ConsumerGroupManager(self, topics, assignors)
+        self.managers: list[GroupTypeManager] = [self.classic, self.consumer, self.offset_manager, self.admin]
         self._replayers: dict[int, GroupTypeManager] = {}
         for manager in self.managers:
             self.handlers.update(dict.fromkeys(manager.api_keys, manager.handle))
             self._replayers.update(dict.fromkeys(manager.record_key_versions, manager))
+        self.handlers[ApiKey.JOIN_GROUP] = self._join_group
+
+    def _join_group(self, ctx: ShardRequest, request: Any, now_ms: int) -> Any:
+        """A classic JoinGroup: a consumer group of that id makes way if Empty, else refuses it."""
+        error = self.consumer.before_classic_join(request.group_id)
+        if error is not None:
+            return join_response(ctx.api_version, error=error, member_id=request.member_id)
+        return self.classic.handle(ctx, request, now_ms)
 
     def simple_group(self, group_id: str) -> Group:
         """The group of standalone commits, created (an Empty classic group, as Kafka) if there is none."""

@@ -42,9 +42,12 @@ class Group(Protocol):
     """Any group, as offsets and the admin APIs see it (Kafka's `Group`).
 
     `state_name` is what DescribeGroups / ListGroups report. A valid offset
-    commit from a member counts as its heartbeat (the group sees to it).
-    `validate_offset_fetch` answers GROUP_ID_NOT_FOUND for a group that is
-    gone (its fetch reads no offsets). `validate_offset_delete` answers a
+    commit from a classic member counts as its heartbeat (the group sees to
+    it; not so in the consumer protocol). `api_version` is the OffsetCommit
+    version (consumer-protocol members must use v9+). `validate_offset_fetch`
+    answers GROUP_ID_NOT_FOUND for a group that is gone (its fetch reads no
+    offsets) and checks the member id and epoch OffsetFetch v9+ carries
+    (None / -1: not a member). `validate_offset_delete` answers a
     whole-group error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) or each
     partition's: NONE (may be deleted) or GROUP_SUBSCRIBED_TO_TOPIC.
     `offset_expiration` is None while the offsets must not expire;
@@ -60,8 +63,8 @@ class Group(Protocol):
     def state_name(self) -> str: ...
     def is_empty(self) -> bool: ...
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int, *,
-                               transactional: bool, now_ms: int) -> ErrorCode | None: ...
-    def validate_offset_fetch(self) -> ErrorCode | None: ...
+                               transactional: bool, now_ms: int, api_version: int = 9) -> ErrorCode | None: ...
+    def validate_offset_fetch(self, member_id: str | None = None, member_epoch: int = -1) -> ErrorCode | None: ...
     def validate_offset_delete(self, partitions: list[TopicPartition]
                                ) -> ErrorCode | dict[TopicPartition, ErrorCode]: ...
     def validate_delete_group(self) -> ErrorCode | None: ...

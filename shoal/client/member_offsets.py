@@ -1,0 +1,190 @@
+"""Offset commits and fetches of a consumer-protocol (KIP-848) member: OffsetCommit v9+ and
+OffsetFetch v9 carry the member id and the member epoch, and the broker answers a stale epoch
+with STALE_MEMBER_EPOCH (retried with the newer epoch) or an unknown member with
+UNKNOWN_MEMBER_ID (the commit fails: the partitions may already be someone else's)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
+
+from .cluster import now_ms
+from .errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError, error_for
+from .protocol import request_class
+from .structs import OffsetAndMetadata, TopicPartition
+
+COORDINATOR_ERRORS = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+RETRY_ERRORS = COORDINATOR_ERRORS + (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT,
+                                     ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+# A member that is no longer in the group cannot commit (Java: CommitFailedException).
+MEMBERSHIP_ERRORS = (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.ILLEGAL_GENERATION,
+                     ErrorCode.FENCED_INSTANCE_ID)
+
+#: OffsetFetch v9 is the first with the member id and epoch (v8 batches groups).
+OFFSET_FETCH_MEMBER_VERSION = 9
+
+
+@dataclass(frozen=True)
+class MemberIdentity:
+    """What a commit or fetch says about the member: epoch -1 and id "" when not in the group."""
+
+    member_epoch: int
+    member_id: str
+    instance_id: str | None
+
+
+class GroupChannel(Protocol):
+    """The group coordinator connection a member offers its offset requests."""
+
+    group_id: str
+    config: dict[str, Any]
+
+    async def send_group(self, request: Any, version: int | None = None, timeout_ms: int | None = None) -> Any:
+        """Send to the group coordinator (finding it first)."""
+        ...
+
+    async def group_version_up_to(self, api_key: int, highest: int) -> int:
+        """The highest common version of ``api_key`` with the coordinator, up to ``highest``."""
+        ...
+
+    def coordinator_dead(self, why: str) -> None:
+        """Forget the coordinator: the next request looks it up again."""
+        ...
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+async def commit_offsets(channel: GroupChannel, offsets: dict[TopicPartition, OffsetAndMetadata],
+                         identity: Callable[[], MemberIdentity], timeout_ms: int | None = None) -> None:
+    """OffsetCommit with the member's current epoch (read again before each retry)."""
+    if not offsets:
+        return
+    ccls = request_class(ApiKey.OFFSET_COMMIT)
+    cfg = channel.config
+    deadline = now_ms() + (timeout_ms if timeout_ms is not None else cfg["default.api.timeout.ms"])
+    by_topic: dict[str, list[Any]] = {}
+    for tp, om in offsets.items():
+        om = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+        by_topic.setdefault(tp.topic, []).append(ccls.OffsetCommitRequestPartition(
+            partition_index=tp.partition, committed_offset=om.offset,
+            committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
+    topics = [ccls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+    while True:
+        me = identity()
+        req = ccls(group_id=channel.group_id, generation_id_or_member_epoch=me.member_epoch,
+                   member_id=me.member_id, group_instance_id=me.instance_id, topics=topics)
+        try:
+            resp = await channel.send_group(req)
+        except (KafkaConnectionError, KafkaTimeoutError, OSError):
+            retry = True
+        else:
+            retry = _commit_needs_retry(channel, resp)
+        if not retry:
+            return
+        if now_ms() >= deadline:
+            raise KafkaTimeoutError("offset commit timed out")
+        await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
+
+
+def _commit_needs_retry(channel: GroupChannel, resp: Any) -> bool:
+    retry = False
+    for t in resp.topics:
+        for p in t.partitions:
+            code = p.error_code
+            if code == 0:
+                continue
+            if code in RETRY_ERRORS:
+                if code in COORDINATOR_ERRORS:
+                    channel.coordinator_dead(f"OffsetCommit {_name(code)}")
+                retry = True
+            elif code in MEMBERSHIP_ERRORS:
+                raise CommitFailedError()
+            else:
+                raise error_for(code, f"OffsetCommit {t.name}-{p.partition_index}")
+    return retry
+
+
+def build_offset_fetch(version: int, group_id: str, partitions: list[TopicPartition], me: MemberIdentity,
+                       require_stable: bool) -> Any:
+    """An OffsetFetch request in the shape of ``version``: v8+ batches groups (v9: member id and epoch)."""
+    fcls = request_class(ApiKey.OFFSET_FETCH)
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if version < 8:
+        return fcls(group_id=group_id, require_stable=require_stable and version >= 7,
+                    topics=[fcls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+    in_group = version >= OFFSET_FETCH_MEMBER_VERSION and me.member_epoch >= 0 and bool(me.member_id)
+    group = fcls.OffsetFetchRequestGroup(
+        group_id=group_id,
+        member_id=me.member_id if in_group else None,
+        member_epoch=me.member_epoch if in_group else -1,
+        topics=[fcls.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+    return fcls(groups=[group], require_stable=require_stable)
+
+
+def parse_offset_fetch(version: int, resp: Any) -> tuple[int, list[tuple[str, Any]]]:
+    """(the group's error code, [(topic name, partition response)]) of either response shape."""
+    if version < 8:
+        return getattr(resp, "error_code", 0), [(t.name, p) for t in resp.topics for p in t.partitions]
+    if not resp.groups:
+        return ErrorCode.UNKNOWN_SERVER_ERROR, []
+    g = resp.groups[0]
+    return g.error_code, [(t.name, p) for t in g.topics for p in t.partitions]
+
+
+async def fetch_offsets(channel: GroupChannel, partitions: list[TopicPartition],
+                        identity: Callable[[], MemberIdentity],
+                        timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """Committed offsets of ``partitions`` (None: nothing committed), as this member."""
+    cfg = channel.config
+    deadline = now_ms() + (timeout_ms if timeout_ms is not None else cfg["default.api.timeout.ms"])
+    while True:
+        try:
+            version = await channel.group_version_up_to(ApiKey.OFFSET_FETCH, OFFSET_FETCH_MEMBER_VERSION)
+            req = build_offset_fetch(version, channel.group_id, partitions, identity(), True)
+            resp = await channel.send_group(req, version=version)
+        except (KafkaConnectionError, KafkaTimeoutError, OSError):
+            resp = None
+        if resp is not None:
+            out = _fetch_result(channel, version, resp)
+            if out is not None:
+                return out
+        if now_ms() >= deadline:
+            raise KafkaTimeoutError("offset fetch timed out")
+        await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
+
+
+def _fetch_result(channel: GroupChannel, version: int, resp: Any) -> dict[TopicPartition, OffsetAndMetadata | None] | None:
+    """The offsets of a response, None to retry; raises for an error that ends the fetch."""
+    code, parts = parse_offset_fetch(version, resp)
+    if code in COORDINATOR_ERRORS:
+        channel.coordinator_dead(f"OffsetFetch {_name(code)}")
+    if code in RETRY_ERRORS:
+        return None
+    if code in MEMBERSHIP_ERRORS:
+        raise error_for(code, f"OffsetFetch for group {channel.group_id}: this member is not in the group")
+    if code:
+        raise error_for(code, "OffsetFetch")
+    out: dict[TopicPartition, OffsetAndMetadata | None] = {}
+    retry = False
+    for name, p in parts:
+        if p.error_code in RETRY_ERRORS:
+            retry = True
+            continue
+        if p.error_code:
+            raise error_for(p.error_code, f"OffsetFetch {name}-{p.partition_index}")
+        out[TopicPartition(name, p.partition_index)] = (
+            OffsetAndMetadata(p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1))
+            if p.committed_offset >= 0 else None)
+    return None if retry else out

@@ -1,0 +1,234 @@
+"""A consumer group (Kafka's ConsumerGroup): members, epochs, target assignment, partition owners.
+
+Changed only by replaying records (`heartbeat.ConsumerGroupManager.replay`); the `types.Group`
+protocol is what offsets and the admin APIs see of it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import Enum
+from uuid import UUID
+
+from shoal.coordinator.group.consumer.member import ConsumerMember, Partitions
+from shoal.coordinator.group.consumer.records import (
+    group_epoch_tombstone,
+    remove_member_records,
+    subscription_metadata_tombstone,
+    target_epoch_tombstone,
+)
+from shoal.coordinator.group.consumer.topics import TopicMeta
+from shoal.coordinator.group.records import OffsetAndMetadata
+from shoal.coordinator.group.types import GroupType, OffsetExpiration, TopicPartition
+from shoal.coordinator.result import Record
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
+from shoal.protocol.generated.list_groups_response import ListGroupsResponse
+
+E = ErrorCode
+CONSUMER_PROTOCOL_TYPE = "consumer"
+NO_OWNER = -1
+
+
+class ConsumerGroupState(Enum):
+    """Kafka's consumer group states; `.value` is what DescribeGroups/ListGroups report."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class ConsumerGroup:
+    """One consumer group of a shard (a `types.Group`)."""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.state = ConsumerGroupState.EMPTY
+        self.members: dict[str, ConsumerMember] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.target: dict[str, Partitions] = {}  # member id -> target assignment
+        self.subscription_metadata: dict[str, TopicMeta] = {}  # subscribed topic name -> metadata
+        self.partition_epochs: dict[tuple[UUID, int], int] = {}  # owned partition -> its owner's epoch
+
+    # ------------------------------------------------------------ reads
+    def member(self, member_id: str) -> ConsumerMember | None:
+        return self.members.get(member_id)
+
+    def static_member(self, instance_id: str | None) -> ConsumerMember | None:
+        member_id = None if instance_id is None else self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
+
+    def current_partition_epoch(self, topic_id: UUID, partition: int) -> int:
+        """The epoch of the partition's owner, NO_OWNER (-1) when no member owns it."""
+        return self.partition_epochs.get((topic_id, partition), NO_OWNER)
+
+    def target_of(self, member_id: str, instance_id: str | None = None) -> Partitions:
+        """A member's target assignment; a static member replacing another gets the other's."""
+        if member_id in self.target:
+            return self.target[member_id]
+        previous = None if instance_id is None else self.static_members.get(instance_id)
+        return self.target.get(previous, {}) if previous is not None else {}
+
+    def subscribed_topic_names(self, old: ConsumerMember | None = None,
+                               new: ConsumerMember | None = None) -> set[str]:
+        """The topics the members subscribe to, with `old`'s subscription replaced by `new`'s
+        (Kafka's computeSubscribedTopicNames)."""
+        counts: Counter[str] = Counter()
+        for m in self.members.values():
+            counts.update(m.subscribed_topic_names)
+        if old is not None:
+            counts.subtract(old.subscribed_topic_names)
+        if new is not None:
+            counts.update(new.subscribed_topic_names)
+        return {t for t, n in counts.items() if n > 0}
+
+    def preferred_assignor(self, old: ConsumerMember | None = None,
+                           new: ConsumerMember | None = None) -> str | None:
+        """The server assignor most members name, `old` replaced by `new` (Kafka's
+        computePreferredServerAssignor); None when no member names one."""
+        counts: Counter[str] = Counter()
+        for m in self.members.values():
+            if m.server_assignor is not None:
+                counts[m.server_assignor] += 1
+        if old is not None and old.server_assignor is not None:
+            counts[old.server_assignor] -= 1
+        if new is not None and new.server_assignor is not None:
+            counts[new.server_assignor] += 1
+        best = [(n, name) for name, n in counts.items() if n > 0]
+        return max(best)[1] if best else None
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return any(topic in m.subscribed_topic_names for m in self.members.values())
+
+    # ------------------------------------------------------------ changes (from replay only)
+    def update_member(self, new: ConsumerMember) -> None:
+        old = self.members.get(new.member_id)
+        self.members[new.member_id] = new
+        if old is not None:
+            self._drop_epochs(old)
+        self._add_epochs(new)
+        if new.instance_id is not None:
+            self.static_members[new.instance_id] = new.member_id
+        self.update_state()
+
+    def remove_member(self, member_id: str) -> None:
+        old = self.members.pop(member_id, None)
+        if old is None:
+            return
+        self._drop_epochs(old)
+        if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
+            del self.static_members[old.instance_id]
+        self.update_state()
+
+    def _drop_epochs(self, m: ConsumerMember) -> None:
+        for partitions in (m.assigned, m.pending_revocation):
+            for topic_id, ps in partitions.items():
+                for p in ps:
+                    if self.partition_epochs.get((topic_id, p)) == m.member_epoch:
+                        del self.partition_epochs[(topic_id, p)]
+
+    def _add_epochs(self, m: ConsumerMember) -> None:
+        for partitions in (m.assigned, m.pending_revocation):
+            for topic_id, ps in partitions.items():
+                for p in ps:
+                    self.partition_epochs[(topic_id, p)] = m.member_epoch
+
+    def update_state(self) -> None:
+        """Kafka's maybeUpdateGroupState."""
+        if self.state == ConsumerGroupState.DEAD:
+            return
+        if not self.members:
+            self.state = ConsumerGroupState.EMPTY
+        elif self.group_epoch > self.assignment_epoch:
+            self.state = ConsumerGroupState.ASSIGNING
+        elif any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            self.state = ConsumerGroupState.RECONCILING
+        else:
+            self.state = ConsumerGroupState.STABLE
+
+    # ------------------------------------------------------------ the Group protocol
+    @property
+    def type(self) -> GroupType:
+        return GroupType.CONSUMER
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    def is_empty(self) -> bool:
+        return self.state == ConsumerGroupState.EMPTY
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int, *,
+                               transactional: bool, now_ms: int, api_version: int = 9) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: a commit is no heartbeat in this protocol."""
+        if self.state == ConsumerGroupState.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and not self.members:
+            return None  # an admin client or a consumer outside the group: allowed while Empty
+        member = self.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if not transactional and api_version < 9:
+            return E.UNSUPPORTED_VERSION  # members of the new protocol must commit with v9+
+        if generation != member.member_epoch:
+            return E.STALE_MEMBER_EPOCH
+        return None
+
+    def validate_offset_fetch(self, member_id: str | None = None, member_epoch: int = -1) -> ErrorCode | None:
+        if self.state == ConsumerGroupState.DEAD:
+            return E.GROUP_ID_NOT_FOUND
+        if member_id is None and member_epoch < 0:
+            return None
+        member = self.members.get(member_id or "")
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        return None if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
+
+    def validate_offset_delete(self, partitions: list[TopicPartition]
+                               ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
+        if self.state == ConsumerGroupState.DEAD:
+            return E.GROUP_ID_NOT_FOUND
+        return {(t, p): E.GROUP_SUBSCRIBED_TO_TOPIC if self.is_subscribed_to_topic(t) else E.NONE
+                for t, p in partitions}
+
+    def validate_delete_group(self) -> ErrorCode | None:
+        if self.state == ConsumerGroupState.DEAD:
+            return E.GROUP_ID_NOT_FOUND
+        return None if self.state == ConsumerGroupState.EMPTY else E.NON_EMPTY_GROUP
+
+    def offset_expiration(self) -> OffsetExpiration | None:
+        """From the commit timestamp; offsets of subscribed topics never expire (Kafka)."""
+        def committed(om: OffsetAndMetadata) -> int:
+            return om.commit_timestamp
+
+        return OffsetExpiration(committed, {t for m in self.members.values() for t in m.subscribed_topic_names})
+
+    def tombstone_records(self) -> list[Record]:
+        """Kafka's createGroupTombstoneRecords, in its order."""
+        gid = self.group_id
+        records: list[Record] = []
+        per_member = [remove_member_records(gid, mid) for mid in self.members]
+        records += [r[0] for r in per_member]
+        records += [r[1] for r in per_member]
+        records.append(target_epoch_tombstone(gid))
+        records += [r[2] for r in per_member]
+        records.append(subscription_metadata_tombstone(gid))
+        records.append(group_epoch_tombstone(gid))
+        return records
+
+    def describe(self) -> DescribeGroupsResponse.DescribedGroup:
+        """DescribeGroups (the classic API) does not describe consumer groups: Kafka 4 answers as for
+        a group it does not know, Dead without an error."""
+        return DescribeGroupsResponse.DescribedGroup(error_code=0, group_id=self.group_id,
+                                                     group_state=ConsumerGroupState.DEAD.value,
+                                                     protocol_type="", protocol_data="", members=[])
+
+    def list_entry(self) -> ListGroupsResponse.ListedGroup | None:
+        if self.state == ConsumerGroupState.DEAD:
+            return None
+        return ListGroupsResponse.ListedGroup(group_id=self.group_id, protocol_type=CONSUMER_PROTOCOL_TYPE,
+                                              group_state=self.state.value, group_type=self.type.value)

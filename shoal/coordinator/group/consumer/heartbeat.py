@@ -1,0 +1,387 @@
+"""ConsumerGroupManager: the consumer group type's plug-in of the group shard (KIP-848).
+
+ConsumerGroupHeartbeat (join with epoch 0, heartbeat, leave with -1, static leave with -2),
+ConsumerGroupDescribe, the session and rebalance (revocation) timers, and the replay of key
+versions 3-8. As Kafka's GroupMetadataManager: a heartbeat is computed from the state as it is,
+its records are emitted (and so replayed) at the end, and an error changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from shoal.assignors.server import ServerAssignor
+from shoal.coordinator.group.consumer import records as R
+from shoal.coordinator.group.consumer.describe import describe_group, heartbeat_assignment
+from shoal.coordinator.group.consumer.group import ConsumerGroup
+from shoal.coordinator.group.consumer.member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerMember,
+    MemberState,
+    Partitions,
+)
+from shoal.coordinator.group.consumer.reconciliation import FencedMemberEpoch, OwnedPartitions, reconcile
+from shoal.coordinator.group.consumer.replay import replay_record
+from shoal.coordinator.group.consumer.target import AssignorFailed, compute_target, subscription_metadata
+from shoal.coordinator.group.consumer.topics import StaticTopics, TopicsView
+from shoal.coordinator.group.consumer.validation import HeartbeatError, check_epoch, validate_heartbeat
+from shoal.coordinator.group.types import Group, GroupType
+from shoal.coordinator.result import Record, ShardRequest
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from shoal.protocol.generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+
+if TYPE_CHECKING:
+    from shoal.coordinator.group.shard import GroupCoordinatorShard
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+
+def session_timer_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-session", group_id, member_id)
+
+
+def rebalance_timer_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-rebalance", group_id, member_id)
+
+
+@dataclass
+class _Step:
+    """A heartbeat being computed: the records it will write and the timers it will set."""
+
+    records: list[Record] = field(default_factory=list)
+    after: list[Callable[[], None]] = field(default_factory=list)
+
+
+class ConsumerGroupManager:
+    """The consumer group type of one shard (a `types.GroupTypeManager`)."""
+
+    record_key_versions = R.KEY_VERSIONS
+
+    def __init__(self, shard: GroupCoordinatorShard, topics: TopicsView | None = None,
+                 assignors: Mapping[str, ServerAssignor] | None = None) -> None:
+        self.shard = shard
+        self.config = shard.config
+        self.timers = shard.timers
+        self.topics: TopicsView = topics if topics is not None else StaticTopics()
+        if assignors is None:
+            from shoal.coordinator.group.consumer.target import resolve_assignors
+            assignors = resolve_assignors(self.config.group_consumer_assignors)
+        self.assignors: dict[str, ServerAssignor] = dict(assignors)
+        self._handlers: dict[ApiKey, Callable[[ShardRequest, Any, int], Any]] = {
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.heartbeat, ApiKey.CONSUMER_GROUP_DESCRIBE: self.describe}
+        self.api_keys = frozenset(self._handlers)
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.shard.groups
+
+    @property
+    def default_assignor(self) -> str:
+        """The first of group.consumer.assignors that exists here."""
+        for name in self.config.group_consumer_assignors:
+            if name in self.assignors:
+                return name
+        return next(iter(self.assignors), "")
+
+    def handle(self, ctx: ShardRequest, request: Any, now_ms: int) -> Any:
+        return self._handlers[ctx.api_key](ctx, request, now_ms)
+
+    # ================================================================ ConsumerGroupHeartbeat
+    def heartbeat(self, ctx: ShardRequest, req: Any, now_ms: int) -> ConsumerGroupHeartbeatResponse:
+        if not self.config.consumer_protocol_enabled:
+            return ConsumerGroupHeartbeatResponse(error_code=E.UNSUPPORTED_VERSION)
+        step = _Step()
+        try:
+            validate_heartbeat(ctx.api_version, req, self.assignors)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                response = self._leave(req, step, now_ms)
+            else:
+                response = self._heartbeat(ctx, req, step, now_ms)
+        except HeartbeatError as e:
+            log.info("[GroupId %s] ConsumerGroupHeartbeat v%d of member %r at epoch %d refused: %s (%s)", req.group_id,
+                     ctx.api_version, req.member_id, req.member_epoch, e.code.name, e.message)
+            return ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message)
+        for key, value in step.records:
+            self.shard.emit(key, value)
+        for action in step.after:
+            action()
+        return response
+
+    def _heartbeat(self, ctx: ShardRequest, req: Any, step: _Step, now_ms: int) -> ConsumerGroupHeartbeatResponse:
+        joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self._group_for_heartbeat(req.group_id, joining, step)
+        member_id = req.member_id
+        if len(group.members) >= self.config.group_consumer_max_size and (
+                member_id == "" or member_id not in group.members):
+            raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                                 f"{self.config.group_consumer_max_size} members.")
+        if member_id == "":
+            member_id = self.shard.member_id_suffix()  # v0: the coordinator names the member
+        owned = _owned(req.topic_partitions)
+        if req.instance_id is None:
+            member = self._dynamic_member(group, member_id, req.member_epoch, owned, joining)
+        else:
+            member = self._static_member(group, member_id, req.member_epoch, req.instance_id, owned, joining, step)
+        updated = self._updated_member(ctx, req, member)
+        group_epoch = self._maybe_bump_epoch(group, member, updated, step)
+        target_epoch, target = self._target(group, group_epoch, member, updated, step)
+        final = self._reconcile(group, updated, target_epoch, target, owned, step, now_ms)
+        step.after.append(lambda: self._schedule_session(group.group_id, member_id, now_ms))
+        response = ConsumerGroupHeartbeatResponse(error_code=0, member_id=final.member_id,
+                                                  member_epoch=final.member_epoch,
+                                                  heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+        full = joining or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
+                           and req.topic_partitions is not None)
+        if full or final.assigned != member.assigned:
+            response.assignment = heartbeat_assignment(final)
+        return response
+
+    def _group_for_heartbeat(self, group_id: str, create: bool, step: _Step) -> ConsumerGroup:
+        """Kafka's getOrMaybeCreateConsumerGroup with migration disabled: an Empty classic group is
+        deleted to make room, a non-empty one is not this type's (GROUP_ID_NOT_FOUND)."""
+        group = self.groups.get(group_id)
+        if group is None and not create:
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        if group is None:
+            return ConsumerGroup(group_id)  # exists once its records are replayed
+        if isinstance(group, ConsumerGroup):
+            return group
+        if create and group.type == GroupType.CLASSIC and group.is_empty():
+            step.records.extend(group.tombstone_records())
+            return ConsumerGroup(group_id)
+        raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+    @staticmethod
+    def _dynamic_member(group: ConsumerGroup, member_id: str, epoch: int, owned: OwnedPartitions,
+                        create: bool) -> ConsumerMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if not create:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {group.group_id}.")
+            log.info("[GroupId %s] Member %s joins the consumer group using the consumer protocol.",
+                     group.group_id, member_id)
+            member = ConsumerMember(member_id)
+        check_epoch(member, epoch, owned)
+        return member
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id: str,
+                       owned: OwnedPartitions, create: bool, step: _Step) -> ConsumerMember:
+        existing = group.static_member(instance_id)
+        if create:
+            if existing is None:
+                log.info("[GroupId %s] Static member %s with instance id %s joins the consumer group.",
+                         group.group_id, member_id, instance_id)
+                return group.members.get(member_id) or ConsumerMember(member_id)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise HeartbeatError(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                     f"{instance_id} cannot join the group because the instance id is owned by "
+                                     f"{existing.member_id} member.")
+            # The rejoining instance takes the old member's place, its target and its partitions.
+            new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            step.records += R.remove_member_records(group.group_id, existing.member_id)
+            step.records += [R.member_subscription_record(group.group_id, new),
+                             R.target_assignment_record(group.group_id, member_id,
+                                                        group.target.get(existing.member_id, {})),
+                             R.current_assignment_record(group.group_id, new)]
+            step.after.append(lambda: self._cancel_timers(group.group_id, existing.member_id))
+            log.info("[GroupId %s] Static member with instance id %s re-joins the consumer group: member %s "
+                     "replaces %s.", group.group_id, instance_id, member_id, existing.member_id)
+            return new
+        if existing is None:
+            raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise HeartbeatError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                 f"{instance_id} was fenced by member {existing.member_id}.")
+        check_epoch(existing, epoch, owned)
+        return existing
+
+    @staticmethod
+    def _updated_member(ctx: ShardRequest, req: Any, member: ConsumerMember) -> ConsumerMember:
+        names = member.subscribed_topic_names
+        if req.subscribed_topic_names is not None:
+            names = tuple(sorted(set(req.subscribed_topic_names)))
+        return replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=names, client_id=ctx.client_id, client_host=ctx.client_host)
+
+    def _maybe_bump_epoch(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+                          step: _Step) -> int:
+        """Write the member's subscription if it changed; bump the group epoch when the subscriptions
+        or the subscribed topics' metadata (created, deleted, grown topics) changed."""
+        bump = False
+        if updated.subscription_fields() != member.subscription_fields():
+            step.records.append(R.member_subscription_record(group.group_id, updated))
+            bump = updated.subscribed_topic_names != member.subscribed_topic_names
+        metadata = subscription_metadata(group.subscribed_topic_names(member, updated), self.topics)
+        if metadata != group.subscription_metadata:
+            step.records.append(R.subscription_metadata_record(group.group_id, metadata))
+            bump = True
+        epoch = group.group_epoch
+        if bump:
+            epoch += 1
+            step.records.append(R.group_epoch_record(group.group_id, epoch))
+            log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, epoch)
+        return epoch
+
+    def _target(self, group: ConsumerGroup, group_epoch: int, member: ConsumerMember, updated: ConsumerMember,
+                step: _Step) -> tuple[int, Partitions]:
+        if group_epoch <= group.assignment_epoch:
+            return group.assignment_epoch, group.target_of(updated.member_id, updated.instance_id)
+        name = group.preferred_assignor(member, updated) or self.default_assignor
+        assignor = self.assignors.get(name)
+        if assignor is None:
+            raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {name} is not supported.")
+        metadata = subscription_metadata(group.subscribed_topic_names(member, updated), self.topics)
+        previous = group.static_members.get(updated.instance_id) if updated.instance_id is not None else None
+        removed = previous if previous is not None and previous != updated.member_id else None
+        try:
+            records, targets = compute_target(group, group_epoch, updated, assignor, metadata, removed)
+        except AssignorFailed as e:
+            log.error("[GroupId %s] %s", group.group_id, e)
+            raise HeartbeatError(E.UNKNOWN_SERVER_ERROR, str(e)) from e
+        step.records += records
+        return group_epoch, targets.get(updated.member_id, {})
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, target_epoch: int, target: Partitions,
+                   owned: OwnedPartitions, step: _Step, now_ms: int) -> ConsumerMember:
+        if member.is_reconciled_to(target_epoch):
+            return member
+        try:
+            updated = reconcile(member, target_epoch, target, group.current_partition_epoch, owned)
+        except FencedMemberEpoch as e:
+            raise HeartbeatError(E.FENCED_MEMBER_EPOCH, str(e)) from e
+        if updated != member:
+            step.records.append(R.current_assignment_record(group.group_id, updated))
+            gid, mid = group.group_id, updated.member_id
+            if updated.state == MemberState.UNREVOKED_PARTITIONS:
+                epoch, timeout = updated.member_epoch, updated.rebalance_timeout_ms
+                step.after.append(lambda: self._schedule_rebalance(gid, mid, epoch, timeout, now_ms))
+            else:
+                step.after.append(lambda: self.timers.cancel(rebalance_timer_key(gid, mid)))
+        return updated
+
+    # ================================================================ leaving, fencing
+    def _leave(self, req: Any, step: _Step, now_ms: int) -> ConsumerGroupHeartbeatResponse:
+        group = self.groups.get(req.group_id)
+        if not isinstance(group, ConsumerGroup):
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
+                                     f"Member {req.member_id} is not a member of group {group.group_id}.")
+            log.info("[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id)
+        else:
+            member = group.static_member(req.instance_id)
+            if member is None:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if member.member_id != req.member_id:
+                raise HeartbeatError(E.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                                     f"{req.instance_id} was fenced by member {member.member_id}.")
+            if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # Gone for now: it keeps its partitions until its session times out.
+                log.info("[GroupId %s] Static member %s with instance id %s temporarily left the consumer group.",
+                         group.group_id, member.member_id, req.instance_id)
+                leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+                step.records.append(R.current_assignment_record(group.group_id, leaving))
+                return ConsumerGroupHeartbeatResponse(error_code=0, member_id=member.member_id,
+                                                      member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        self._fence_records(group, member, step)
+        return ConsumerGroupHeartbeatResponse(error_code=0, member_id=req.member_id, member_epoch=req.member_epoch)
+
+    def _fence_records(self, group: ConsumerGroup, member: ConsumerMember, step: _Step) -> None:
+        """Kafka's consumerGroupFenceMember: the member's tombstones, new subscription metadata, a new epoch."""
+        gid = group.group_id
+        step.records += R.remove_member_records(gid, member.member_id)
+        metadata = subscription_metadata(group.subscribed_topic_names(member, None), self.topics)
+        if metadata != group.subscription_metadata:
+            step.records.append(R.subscription_metadata_record(gid, metadata))
+        step.records.append(R.group_epoch_record(gid, group.group_epoch + 1))
+        step.after.append(lambda: self._cancel_timers(gid, member.member_id))
+
+    def fence(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> None:
+        """Fence a member from a timer (nothing if it is gone, or moved on from `epoch`)."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if isinstance(group, ConsumerGroup) else None
+        if group is None or member is None or (epoch is not None and member.member_epoch != epoch):
+            return
+        assert isinstance(group, ConsumerGroup)
+        log.info("[GroupId %s] Member %s fenced from the group because %s", group_id, member_id, reason)
+        step = _Step()
+        self._fence_records(group, member, step)
+        for key, value in step.records:
+            self.shard.emit(key, value)
+        for action in step.after:
+            action()
+
+    # ================================================================ timers
+    def _schedule_session(self, group_id: str, member_id: str, now_ms: int) -> None:
+        self.timers.schedule(session_timer_key(group_id, member_id),
+                             now_ms + self.config.group_consumer_session_timeout_ms,
+                             lambda t: self.fence(group_id, member_id, "the member session expired."))
+
+    def _schedule_rebalance(self, group_id: str, member_id: str, epoch: int, timeout_ms: int,
+                            now_ms: int) -> None:
+        self.timers.schedule(rebalance_timer_key(group_id, member_id), now_ms + max(timeout_ms, 0),
+                             lambda t: self.fence(group_id, member_id, f"it failed to transition from epoch "
+                                                  f"{epoch} within {timeout_ms}ms.", epoch))
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.timers.cancel(session_timer_key(group_id, member_id))
+        self.timers.cancel(rebalance_timer_key(group_id, member_id))
+
+    # ================================================================ ConsumerGroupDescribe
+    def describe(self, ctx: ShardRequest, req: Any, now_ms: int) -> ConsumerGroupDescribeResponse:
+        return ConsumerGroupDescribeResponse(groups=[
+            describe_group(gid, self.groups.get(gid), self.default_assignor, self.topics,
+                           bool(req.include_authorized_operations)) for gid in req.group_ids])
+
+    # ================================================================ replay / load / unload
+    def replay(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        replay_record(self.groups, key, value)
+
+    def on_loaded(self, now_ms: int) -> None:
+        """Re-arm every member's session timer, and the revocation deadline of those revoking."""
+        for group in list(self.groups.values()):
+            if not isinstance(group, ConsumerGroup):
+                continue
+            for m in group.members.values():
+                self._schedule_session(group.group_id, m.member_id, now_ms)
+                if m.state == MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance(group.group_id, m.member_id, m.member_epoch,
+                                             m.rebalance_timeout_ms, now_ms)
+
+    def unload(self) -> None:
+        pass
+
+    def before_classic_join(self, group_id: str) -> ErrorCode | None:
+        """A classic JoinGroup for a consumer group: an Empty one makes way (its tombstones are
+        written), a non-empty one refuses it (no mixed groups in this landing)."""
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return None
+        if not group.is_empty():
+            return E.INCONSISTENT_GROUP_PROTOCOL
+        for key, value in group.tombstone_records():
+            self.shard.emit(key, value)
+        return None
+
+
+def _owned(topic_partitions: list[Any] | None) -> OwnedPartitions:
+    if topic_partitions is None:
+        return None
+    return [(tp.topic_id, list(tp.partitions)) for tp in topic_partitions]

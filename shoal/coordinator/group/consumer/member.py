@@ -1,0 +1,75 @@
+"""A member of a consumer group (Kafka's ConsumerGroupMember) and its reconciliation states."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from uuid import UUID
+
+Partitions = dict[UUID, frozenset[int]]  # topic id -> partitions
+
+# Member epochs with a meaning (Kafka's ConsumerGroupHeartbeatRequest constants).
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+class MemberState(IntEnum):
+    """Where a member is in its reconciliation; the value is the one records store."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+    @classmethod
+    def from_value(cls, value: int) -> MemberState:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    """Everything the coordinator holds of a member; replaced (never mutated in place) on change."""
+
+    member_id: str
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    assigned: Partitions = field(default_factory=dict)
+    pending_revocation: Partitions = field(default_factory=dict)
+
+    def is_reconciled_to(self, target_epoch: int) -> bool:
+        return self.state == MemberState.STABLE and self.member_epoch == target_epoch
+
+    def subscription_fields(self) -> tuple:
+        """What a ConsumerGroupMemberMetadata record holds: a change here is written as one."""
+        return (self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.client_id, self.client_host,
+                self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor)
+
+    def assignment_fields(self) -> tuple:
+        """What a ConsumerGroupCurrentMemberAssignment record holds."""
+        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation)
+
+
+def partitions_equal(a: Partitions, b: Partitions) -> bool:
+    """Equal assignments, an empty partition set counting as absent."""
+    return {t: p for t, p in a.items() if p} == {t: p for t, p in b.items() if p}
+
+
+def as_partitions(pairs: list[tuple[UUID, list[int]]] | None) -> Partitions:
+    out: Partitions = {}
+    for topic_id, parts in pairs or []:
+        if parts:
+            out[topic_id] = out.get(topic_id, frozenset()) | frozenset(parts)
+    return out

@@ -1,0 +1,174 @@
+"""The consumer group's `__consumer_offsets` records, in Kafka's formats (GroupCoordinatorRecordHelpers).
+
+Key = int16 key version + key struct; value = int16 value version (0) + value struct, None for a
+tombstone. Key versions: 3 ConsumerGroupMetadata (group epoch), 4 ConsumerGroupPartitionMetadata
+(subscribed topics' metadata), 5 ConsumerGroupMemberMetadata (a member's subscription),
+6 ConsumerGroupTargetAssignmentMetadata (assignment epoch), 7 ConsumerGroupTargetAssignmentMember,
+8 ConsumerGroupCurrentMemberAssignment.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from shoal.coordinator.group.consumer.member import ConsumerMember, Partitions
+from shoal.coordinator.group.consumer.topics import TopicMeta
+from shoal.coordinator.result import Record
+from shoal.protocol.generated.consumer_group_current_member_assignment_key import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+)
+from shoal.protocol.generated.consumer_group_current_member_assignment_value import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+)
+from shoal.protocol.generated.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
+from shoal.protocol.generated.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+from shoal.protocol.generated.consumer_group_metadata_key import ConsumerGroupMetadataKey
+from shoal.protocol.generated.consumer_group_metadata_value import ConsumerGroupMetadataValue
+from shoal.protocol.generated.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
+from shoal.protocol.generated.consumer_group_partition_metadata_value import (
+    ConsumerGroupPartitionMetadataValue,
+)
+from shoal.protocol.generated.consumer_group_target_assignment_member_key import (
+    ConsumerGroupTargetAssignmentMemberKey,
+)
+from shoal.protocol.generated.consumer_group_target_assignment_member_value import (
+    ConsumerGroupTargetAssignmentMemberValue,
+)
+from shoal.protocol.generated.consumer_group_target_assignment_metadata_key import (
+    ConsumerGroupTargetAssignmentMetadataKey,
+)
+from shoal.protocol.generated.consumer_group_target_assignment_metadata_value import (
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
+
+GROUP_METADATA = 3
+PARTITION_METADATA = 4
+MEMBER_METADATA = 5
+TARGET_ASSIGNMENT_METADATA = 6
+TARGET_ASSIGNMENT_MEMBER = 7
+CURRENT_MEMBER_ASSIGNMENT = 8
+KEY_VERSIONS = frozenset(range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1))
+VALUE_VERSION = 0
+
+# key version -> (key class, value class, whether the key names a member)
+RECORD_TYPES: dict[int, tuple[Any, Any, bool]] = {
+    GROUP_METADATA: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, False),
+    PARTITION_METADATA: (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue, False),
+    MEMBER_METADATA: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, True),
+    TARGET_ASSIGNMENT_METADATA: (ConsumerGroupTargetAssignmentMetadataKey,
+                                 ConsumerGroupTargetAssignmentMetadataValue, False),
+    TARGET_ASSIGNMENT_MEMBER: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, True),
+    CURRENT_MEMBER_ASSIGNMENT: (ConsumerGroupCurrentMemberAssignmentKey,
+                                ConsumerGroupCurrentMemberAssignmentValue, True),
+}
+
+_H = struct.Struct(">h")
+
+
+def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
+    cls, _, with_member = RECORD_TYPES[version]
+    key = cls(group_id=group_id, member_id=member_id) if with_member else cls(group_id=group_id)
+    return _H.pack(version) + key.encode(version)
+
+
+def _value(message: Any) -> bytes:
+    return _H.pack(VALUE_VERSION) + message.encode(VALUE_VERSION)
+
+
+def _sorted_pairs(partitions: Partitions) -> list[tuple[Any, list[int]]]:
+    return [(t, sorted(ps)) for t, ps in sorted(partitions.items(), key=lambda kv: str(kv[0])) if ps]
+
+
+# ---------------------------------------------------------------- records
+def group_epoch_record(group_id: str, epoch: int) -> Record:
+    return _key(GROUP_METADATA, group_id), _value(ConsumerGroupMetadataValue(epoch=epoch))
+
+
+def group_epoch_tombstone(group_id: str) -> Record:
+    return _key(GROUP_METADATA, group_id), None
+
+
+def subscription_metadata_record(group_id: str, metadata: dict[str, TopicMeta]) -> Record:
+    cls = ConsumerGroupPartitionMetadataValue
+    topics = [cls.TopicMetadata(topic_id=t.topic_id, topic_name=t.name, num_partitions=t.num_partitions,
+                                partition_metadata=[
+                                    cls.PartitionMetadata(partition=p, racks=sorted(racks))
+                                    for p, racks in sorted(t.partition_racks.items()) if racks])
+              for _, t in sorted(metadata.items())]
+    return _key(PARTITION_METADATA, group_id), _value(cls(topics=topics))
+
+
+def subscription_metadata_tombstone(group_id: str) -> Record:
+    return _key(PARTITION_METADATA, group_id), None
+
+
+def member_subscription_record(group_id: str, m: ConsumerMember) -> Record:
+    value = ConsumerGroupMemberMetadataValue(
+        instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+        subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+    return _key(MEMBER_METADATA, group_id, m.member_id), _value(value)
+
+
+def member_subscription_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(MEMBER_METADATA, group_id, member_id), None
+
+
+def target_assignment_record(group_id: str, member_id: str, partitions: Partitions) -> Record:
+    cls = ConsumerGroupTargetAssignmentMemberValue
+    value = cls(topic_partitions=[cls.TopicPartition(topic_id=t, partitions=ps)
+                                  for t, ps in _sorted_pairs(partitions)])
+    return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), _value(value)
+
+
+def target_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), None
+
+
+def target_epoch_record(group_id: str, epoch: int) -> Record:
+    return _key(TARGET_ASSIGNMENT_METADATA, group_id), _value(
+        ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch))
+
+
+def target_epoch_tombstone(group_id: str) -> Record:
+    return _key(TARGET_ASSIGNMENT_METADATA, group_id), None
+
+
+def current_assignment_record(group_id: str, m: ConsumerMember) -> Record:
+    cls = ConsumerGroupCurrentMemberAssignmentValue
+
+    def tps(partitions: Partitions) -> list[Any]:
+        return [cls.TopicPartitions(topic_id=t, partitions=ps) for t, ps in _sorted_pairs(partitions)]
+
+    value = cls(member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=int(m.state),
+                assigned_partitions=tps(m.assigned), partitions_pending_revocation=tps(m.pending_revocation))
+    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id), _value(value)
+
+
+def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), None
+
+
+def remove_member_records(group_id: str, member_id: str) -> list[Record]:
+    """A member's tombstones, in Kafka's order (current assignment, target assignment, subscription)."""
+    return [current_assignment_tombstone(group_id, member_id), target_assignment_tombstone(group_id, member_id),
+            member_subscription_tombstone(group_id, member_id)]
+
+
+# ---------------------------------------------------------------- decoding
+def decode_key(key: bytes | memoryview) -> tuple[int, str, str | None]:
+    """(key version, group id, member id or None) of a consumer group record key."""
+    version = _H.unpack_from(key, 0)[0]
+    cls, _, with_member = RECORD_TYPES[version]
+    k = cls.decode(memoryview(key)[2:], version)
+    return version, k.group_id, (k.member_id if with_member else None)
+
+
+def decode_value(key_version: int, value: bytes | memoryview) -> Any:
+    _, cls, _ = RECORD_TYPES[key_version]
+    return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])
+
+
+def pairs_of(topic_partitions: list[Any]) -> list[tuple[Any, list[int]]]:
+    return [(tp.topic_id, list(tp.partitions)) for tp in topic_partitions]

@@ -1,0 +1,134 @@
+"""KIP-848 against a real shoal broker: confluent-kafka (librdkafka) consumers with
+`group.protocol=consumer`, each in its own process (tests/interop/group_helpers).
+
+One consumer, then three, on a 6-partition topic: every partition owned by exactly one consumer,
+every record consumed once; a consumer that closes leaves and its partitions move; offsets
+committed by the group are where a new consumer of the group resumes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tests.interop.group_helpers import (
+    Member,
+    assert_partitioned,
+    committed_offsets,
+    create_topic,
+    is_partitioned,
+    members,  # noqa: F401 - fixture
+    produce,
+    wait_until,
+)
+
+PARTS = 6
+# Fast timers for the test (Kafka's bounds allow them once the minimums are lowered too).
+BROKER = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
+          "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000"}
+CONF = {"group.protocol": "consumer", "max.poll.interval.ms": 15000}
+
+
+def _settled(ms: list[Member], everything: set[tuple[str, int]]) -> bool:
+    """Every consumer owns partitions, and each partition exactly one consumer."""
+    return all(m.assignment for m in ms) and is_partitioned({m.name: m.assignment for m in ms}, everything)
+
+
+def _wait_settled(ms: list[Member], everything: set[tuple[str, int]], timeout: float) -> None:
+    wait_until(lambda: _settled(ms, everything), timeout, f"partitions settled over {[m.name for m in ms]}")
+    assert_partitioned({m.name: m.assignment for m in ms}, everything)
+
+
+def _consumed(ms: list[Member]) -> Counter[tuple[str, int, int]]:
+    return Counter(r for m in ms for r in m.records)  # type: ignore[misc]
+
+
+def _describe(bootstrap: str, group: str) -> object:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_consumer_groups([group], request_timeout=10)[group].result(15)
+
+
+def test_consumer_protocol_join_rebalance_leave_and_resume(shoal_factory, members):  # noqa: F811
+    shoal = shoal_factory(overrides=BROKER)
+    bs, topic, group = shoal.bootstrap, "kip848", "g848"
+    create_topic(bs, topic, PARTS)
+    everything = {(topic, p) for p in range(PARTS)}
+    produce(bs, topic, PARTS, 60)
+
+    first = members.start("m0", "confluent", bs, group, [topic], CONF, commit=True)
+    _wait_settled([first], everything, 30)
+    wait_until(lambda: len(first.records) >= 60, 30, "m0 consumed the first 60 records")
+
+    ms = [first] + [members.start(f"m{i}", "confluent", bs, group, [topic], CONF, commit=True) for i in (1, 2)]
+    _wait_settled(ms, everything, 45)
+    assert all(len(m.assignment) == 2 for m in ms), {m.name: m.assignment for m in ms}
+    desc = _describe(bs, group)
+    assert desc.state.name == "STABLE", desc.state  # type: ignore[attr-defined]
+    assert len(desc.members) == 3  # type: ignore[attr-defined]
+
+    produce(bs, topic, PARTS, 60, start=60)
+    wait_until(lambda: len(_consumed(ms)) >= 120, 30, "the group consumed 120 records")
+
+    # A consumer that closes leaves the group (epoch -1): its partitions move to the others.
+    first.close()
+    rest = ms[1:]
+    _wait_settled(rest, everything, 30)
+    assert all(len(m.assignment) == 3 for m in rest), {m.name: m.assignment for m in rest}
+    produce(bs, topic, PARTS, 60, start=120)
+    wait_until(lambda: len(_consumed(ms)) >= 180, 30, "the group consumed 180 records")
+    consumed = _consumed(ms)
+    assert len(consumed) == 180 and set(consumed.values()) == {1}, "a record consumed twice"
+    wait_until(lambda: sum(committed_offsets(bs, group).values()) == 180, 20, "all offsets committed")
+
+    # Offsets committed under member epochs are where a new consumer of the group resumes.
+    for m in rest:
+        m.close()
+    produce(bs, topic, PARTS, 12, start=180)
+    late = members.start("m3", "confluent", bs, group, [topic], CONF, commit=True)
+    wait_until(lambda: len(late.records) >= 12, 30, "m3 consumed the 12 new records")
+    assert sorted(o for _, _, o in late.records) == sorted([30 + i // PARTS for i in range(12)])  # type: ignore[misc]
+    late.close()
+
+
+def _members_by_client(bootstrap: str, group: str) -> tuple[int, str, dict[str, str]]:
+    """(coordinator node id, state, client id -> member id) from ConsumerGroupDescribe."""
+    desc = _describe(bootstrap, group)
+    return (desc.coordinator.id, desc.state.name,  # type: ignore[attr-defined]
+            {m.client_id: m.member_id for m in desc.members})  # type: ignore[attr-defined]
+
+
+def test_consumer_group_survives_coordinator_failover_and_kill9(shoal_factory, members):  # noqa: F811
+    broker = shoal_factory(nodes=3, overrides=BROKER)
+    bs, topic, group = broker.bootstrap, "kip848-fo", "g848-fo"
+    create_topic(bs, topic, PARTS, replication=3)
+    everything = {(topic, p) for p in range(PARTS)}
+    ms = [members.start(f"fo{i}", "confluent", bs, group, [topic], CONF, commit=True) for i in range(2)]
+    _wait_settled(ms, everything, 45)
+    produce(bs, topic, PARTS, 60)
+    wait_until(lambda: len(_consumed(ms)) >= 60, 30, "first 60 records consumed")
+    wait_until(lambda: sum(committed_offsets(bs, group).values()) == 60, 20, "first 60 committed")
+    coordinator, state, ids = _members_by_client(bs, group)
+    assert state == "STABLE" and set(ids) == {"fo0", "fo1"}
+
+    # The coordinating node stops: another loads the group from __consumer_offsets; the members
+    # carry on with their member ids and epochs (no rejoin), from their commits.
+    broker.command(f"stop-node {coordinator}")
+    live_bs = ",".join(f"127.0.0.1:{p}" for n, p in broker.ports.items() if n != coordinator)
+    moved = wait_until(lambda: (v := _members_by_client(live_bs, group))[0] != coordinator and v, 30,
+                       "a new coordinator")
+    assert moved[2] == ids, "the group came back with other members"
+    produce(live_bs, topic, PARTS, 60, start=60)
+    wait_until(lambda: len(_consumed(ms)) >= 120, 60, "next 60 records consumed after the fail-over")
+    _wait_settled(ms, everything, 30)
+    assert _members_by_client(live_bs, group)[2] == ids
+
+    # kill -9 of the whole broker: state is the replay of the log.
+    broker.restart(hard=True)
+    wait_until(lambda: _members_by_client(broker.bootstrap, group)[2] == ids, 30, "the group reloaded")
+    produce(broker.bootstrap, topic, PARTS, 60, start=120)
+    wait_until(lambda: len(_consumed(ms)) >= 180, 60, "records consumed after the restart")
+    consumed = _consumed(ms)
+    assert set(consumed) == {(topic, i % PARTS, i // PARTS) for i in range(180)}
+    assert set(consumed.values()) == {1}, sorted(r for r, n in consumed.items() if n > 1)
+    assert all(m.alive for m in ms)
