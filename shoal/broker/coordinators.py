@@ -142,6 +142,10 @@ class ClusterTopics:
     def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
         return self._meta(self._broker.metadata.by_id.get(topic_id))
 
+    def names(self) -> list[str]:
+        """Every topic, internal ones included (Kafka resolves regexes over its whole metadata image)."""
+        return list(self._broker.metadata.topics)
+
 
 class GroupCoordinators(NodeCoordinators):
     topic = OFFSETS_TOPIC

@@ -195,9 +195,8 @@ class CoordinatorRuntime(Generic[ShardT]):
                         is_transactional=b.producer_id >= 0))
                     part.log.append(batch, now, origin=AppendOrigin.COORDINATOR)
             except Exception as e:
-                # The attribute too, while storage's exceptions become CodedErrors.
-                code = error_code_of(e, ErrorCode.NONE) or getattr(e, "error_code", None)
-                if code is None:
+                code = error_code_of(e, ErrorCode.NONE)
+                if code == ErrorCode.NONE:  # not a Kafka error: unexpected
                     log.exception("%s: failed to append records to %s", self.name, part.log)
                     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 for token, _ in result.responses:

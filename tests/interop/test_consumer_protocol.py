@@ -8,8 +8,16 @@ committed by the group are where a new consumer of the group resumes.
 
 from __future__ import annotations
 
+import socket
+import struct
+import time
+import uuid
 from collections import Counter
+from typing import Any
 
+from shoal.protocol.framing import decode_response_header, encode_request, response_header_version
+from shoal.protocol.generated import api_spec
+from shoal.protocol.generated.api_keys import ApiKey
 from tests.interop.group_helpers import (
     Member,
     assert_partitioned,
@@ -132,3 +140,83 @@ def test_consumer_group_survives_coordinator_failover_and_kill9(shoal_factory, m
     assert set(consumed) == {(topic, i % PARTS, i // PARTS) for i in range(180)}
     assert set(consumed.values()) == {1}, sorted(r for r, n in consumed.items() if n > 1)
     assert all(m.alive for m in ms)
+
+
+def _call(bootstrap: str, key: ApiKey, version: int, request: Any) -> Any:
+    """One request on its own connection to the first bootstrap broker, its decoded response."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(encode_request(key, version, 1, "interop", request.encode(version)))
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        buf = s.recv(size, socket.MSG_WAITALL)
+    _, offset = decode_response_header(buf, response_header_version(key, version))
+    return api_spec(key).response.decode(memoryview(buf)[offset:], version)
+
+
+def _describe_raw(bootstrap: str, group: str) -> Any:
+    req = api_spec(ApiKey.CONSUMER_GROUP_DESCRIBE).request(group_ids=[group])
+    return _call(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, req).groups[0]
+
+
+def test_regex_subscription_takes_in_a_topic_created_later(shoal_factory, members):  # noqa: F811
+    """librdkafka subscribes to "^re-.*": with ConsumerGroupHeartbeat v1 it sends the pattern as
+    SubscribedTopicRegex, in parentheses ("(^re-.*)": it joins its regexes with "|"), and no names
+    (as ConsumerGroupDescribe shows); the broker resolves it, also for a topic created while the
+    group runs."""
+    shoal = shoal_factory(overrides=BROKER)
+    bs, group = shoal.bootstrap, "g848-re"
+    create_topic(bs, "re-early", 2)
+    create_topic(bs, "other", 1)
+    produce(bs, "re-early", 2, 10)
+    m = members.start("rx", "confluent", bs, group, ["^re-.*"], CONF)
+    wait_until(lambda: m.assignment == {("re-early", 0), ("re-early", 1)}, 30, "the matching topic assigned")
+    wait_until(lambda: len(m.records) >= 10, 30, "the records of re-early")
+    described = _describe_raw(bs, group)
+    assert [(x.subscribed_topic_regex, x.subscribed_topic_names) for x in described.members] == [("(^re-.*)", [])]
+
+    epoch = described.group_epoch
+    create_topic(bs, "re-late", 3)
+    produce(bs, "re-late", 3, 9)
+    wait_until(lambda: {t for t, _ in m.assignment} == {"re-early", "re-late"}, 45, "the topic created later")
+    wait_until(lambda: sum(1 for t, _, _ in m.records if t == "re-late") >= 9, 30,  # type: ignore[misc]
+               "the records of re-late")
+    assert _describe_raw(bs, group).group_epoch > epoch
+    assert not any(t == "other" for t, _ in m.assignment)
+    m.close()
+
+
+def test_consumer_protocol_disabled_by_config_answers_as_kafka(shoal_factory):
+    """group.coordinator.rebalance.protocols=classic. Apache Kafka 4.4 so configured (checked) still
+    advertises ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) in ApiVersions and answers
+    them UNSUPPORTED_VERSION; librdkafka with group.protocol=consumer then raises a fatal error."""
+    from confluent_kafka import Consumer, KafkaError
+
+    shoal = shoal_factory(overrides={"group.coordinator.rebalance.protocols": "classic"})
+    bs = shoal.bootstrap
+    versions = _call(bs, ApiKey.API_VERSIONS, 3, api_spec(ApiKey.API_VERSIONS).request(
+        client_software_name="interop", client_software_version="1"))
+    advertised = {a.api_key for a in versions.api_keys}
+    assert {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE} <= advertised
+    heartbeat = api_spec(ApiKey.CONSUMER_GROUP_HEARTBEAT).request(
+        group_id="g", member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=1000,
+        subscribed_topic_names=["t"], topic_partitions=[])
+    r = _call(bs, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat)
+    assert (r.error_code, r.error_message) == (35, None)
+    assert _describe_raw(bs, "g").error_code == 35
+
+    create_topic(bs, "t848-off", 1)
+    errors: list[Any] = []
+    c = Consumer({"bootstrap.servers": bs, "group.id": "g848-off", "group.protocol": "consumer",
+                  "error_cb": errors.append})
+    try:
+        c.subscribe(["t848-off"])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not errors:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error():
+                errors.append(msg.error())
+        assert errors, "librdkafka reported nothing"
+        err = errors[0]
+        assert err.code() == KafkaError._FATAL and "API version not supported" in err.str(), err
+    finally:
+        c.close()

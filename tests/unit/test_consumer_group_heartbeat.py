@@ -117,11 +117,10 @@ def test_fenced_member_epoch_and_unknown_member() -> None:
     ({"gid": ""}, "GroupId can't be empty."),
     ({"instance": ""}, "InstanceId can't be empty."),
     ({"rack": ""}, "RackId can't be empty."),
-    ({"regex": "t.*"}, "SubscribedTopicRegex is not supported yet."),
     ({"rebalance": -1}, "RebalanceTimeoutMs must be provided in first request."),
     ({"owned": None}, "TopicPartitions must be empty when (re-)joining."),
     ({"owned": {"t": {1}}}, "TopicPartitions must be empty when (re-)joining."),
-    ({"topics": []}, "SubscribedTopicNames must be set in first request."),
+    ({"topics": None}, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."),
     ({"epoch": -3}, "MemberEpoch is invalid."),
 ])
 def test_invalid_requests(kw: dict, message: str) -> None:

@@ -13,6 +13,8 @@ from shoal.broker.apis import Access, handles
 from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from shoal.protocol.generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from shoal.protocol.generated.find_coordinator_response import FindCoordinatorResponse
 from shoal.protocol.generated.offset_commit_response import OffsetCommitResponse
 
@@ -113,12 +115,26 @@ async def find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> 
 @handles(ApiKey.LIST_GROUPS, access=(Access(_GROUP, AclOperation.DESCRIBE),))
 @handles(ApiKey.DELETE_GROUPS, access=(Access(_GROUP, AclOperation.DELETE),))
 @handles(ApiKey.OFFSET_DELETE, access=(Access(_GROUP, AclOperation.DELETE), Access(_TOPIC, AclOperation.READ)))
-@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, access=(Access(_GROUP, AclOperation.READ),))
-@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, access=(Access(_GROUP, AclOperation.DESCRIBE),))
 async def group_api(ctx: RequestContext, req):  # noqa: ANN001, ANN201
     """A group API, answered by this node's group coordinator runtime."""
     return await ctx.broker.coordinators.runtime(ctx.node.node_id).handle(
         ctx.api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
+
+
+# ConsumerGroupHeartbeat: the group's READ, and DESCRIBE of the subscribed topics (Kafka answers
+# TOPIC_AUTHORIZATION_FAILED for named topics not described, and leaves them out of a regex's resolution).
+@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, access=(Access(_GROUP, AclOperation.READ), Access(_TOPIC, AclOperation.DESCRIBE)))
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, access=(Access(_GROUP, AclOperation.DESCRIBE),))
+async def consumer_group_api(ctx: RequestContext, req):  # noqa: ANN001, ANN201
+    """KIP-848's APIs. With "consumer" not in group.coordinator.rebalance.protocols, Kafka (4.4,
+    checked) still advertises them in ApiVersions and answers UNSUPPORTED_VERSION before routing
+    the group to its coordinator (KafkaApis); so does shoal."""
+    if not ctx.broker.coordinators.config.consumer_protocol_enabled:
+        if ctx.api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+            return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
+        return ConsumerGroupDescribeResponse(groups=[ConsumerGroupDescribeResponse.DescribedGroup(
+            group_id=gid, error_code=ErrorCode.UNSUPPORTED_VERSION) for gid in req.group_ids])
+    return await group_api(ctx, req)
 
 
 @handles(ApiKey.OFFSET_COMMIT, access=(Access(_GROUP, AclOperation.READ), Access(_TOPIC, AclOperation.READ)))

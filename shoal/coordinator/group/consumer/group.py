@@ -7,6 +7,7 @@ protocol is what offsets and the admin APIs see of it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from enum import Enum
 from uuid import UUID
 
@@ -53,6 +54,11 @@ class ConsumerGroup:
         self.target: dict[str, Partitions] = {}  # member id -> target assignment
         self.subscription_metadata: dict[str, TopicMeta] = {}  # subscribed topic name -> metadata
         self.partition_epochs: dict[tuple[UUID, int], int] = {}  # owned partition -> its owner's epoch
+        # The members' regexes resolved against the cluster's topics (regex -> topic names). Kafka
+        # 4.1+ persists these as ConsumerGroupRegularExpression records (key version 16); that schema
+        # is not in shoal's set, so they are no records here: the manager recomputes them from the
+        # members' SubscribedTopicRegex at each heartbeat and after a load (`on_loaded`).
+        self.resolved_regexes: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------ reads
     def member(self, member_id: str) -> ConsumerMember | None:
@@ -73,17 +79,33 @@ class ConsumerGroup:
         previous = None if instance_id is None else self.static_members.get(instance_id)
         return self.target.get(previous, {}) if previous is not None else {}
 
-    def subscribed_topic_names(self, old: ConsumerMember | None = None,
-                               new: ConsumerMember | None = None) -> set[str]:
-        """The topics the members subscribe to, with `old`'s subscription replaced by `new`'s
-        (Kafka's computeSubscribedTopicNames)."""
+    def member_topics(self, member: ConsumerMember,
+                      resolved: Mapping[str, frozenset[str]] | None = None) -> frozenset[str]:
+        """A member's subscription: its topic names and the topics its regex resolves to."""
+        regex = member.subscribed_topic_regex
+        if not regex:
+            return frozenset(member.subscribed_topic_names)
+        table = self.resolved_regexes if resolved is None else resolved
+        return frozenset(member.subscribed_topic_names) | table.get(regex, frozenset())
+
+    def subscribed_regexes(self, old: ConsumerMember | None = None, new: ConsumerMember | None = None) -> set[str]:
+        """The regexes the members subscribe with, `old`'s replaced by `new`'s."""
+        members = [m for m in self.members.values() if old is None or m.member_id != old.member_id]
+        if new is not None:
+            members.append(new)
+        return {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
+
+    def subscribed_topic_names(self, old: ConsumerMember | None = None, new: ConsumerMember | None = None,
+                               resolved: Mapping[str, frozenset[str]] | None = None) -> set[str]:
+        """The topics the members subscribe to (names and resolved regexes), with `old`'s
+        subscription replaced by `new`'s (Kafka's computeSubscribedTopicNames)."""
         counts: Counter[str] = Counter()
         for m in self.members.values():
-            counts.update(m.subscribed_topic_names)
+            counts.update(self.member_topics(m, resolved))
         if old is not None:
-            counts.subtract(old.subscribed_topic_names)
+            counts.subtract(self.member_topics(old, resolved))
         if new is not None:
-            counts.update(new.subscribed_topic_names)
+            counts.update(self.member_topics(new, resolved))
         return {t for t, n in counts.items() if n > 0}
 
     def preferred_assignor(self, old: ConsumerMember | None = None,
@@ -102,7 +124,7 @@ class ConsumerGroup:
         return max(best)[1] if best else None
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
-        return any(topic in m.subscribed_topic_names for m in self.members.values())
+        return any(topic in self.member_topics(m) for m in self.members.values())
 
     # ------------------------------------------------------------ changes (from replay only)
     def update_member(self, new: ConsumerMember) -> None:
@@ -205,7 +227,7 @@ class ConsumerGroup:
         def committed(om: OffsetAndMetadata) -> int:
             return om.commit_timestamp
 
-        return OffsetExpiration(committed, {t for m in self.members.values() for t in m.subscribed_topic_names})
+        return OffsetExpiration(committed, {t for m in self.members.values() for t in self.member_topics(m)})
 
     def tombstone_records(self) -> list[Record]:
         """Kafka's createGroupTombstoneRecords, in its order."""

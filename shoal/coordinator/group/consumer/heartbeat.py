@@ -26,10 +26,16 @@ from shoal.coordinator.group.consumer.member import (
     Partitions,
 )
 from shoal.coordinator.group.consumer.reconciliation import FencedMemberEpoch, OwnedPartitions, reconcile
+from shoal.coordinator.group.consumer.regex import resolve
 from shoal.coordinator.group.consumer.replay import replay_record
 from shoal.coordinator.group.consumer.target import AssignorFailed, compute_target, subscription_metadata
 from shoal.coordinator.group.consumer.topics import StaticTopics, TopicsView
-from shoal.coordinator.group.consumer.validation import HeartbeatError, check_epoch, validate_heartbeat
+from shoal.coordinator.group.consumer.validation import (
+    HeartbeatError,
+    check_epoch,
+    check_regex,
+    validate_heartbeat,
+)
 from shoal.coordinator.group.types import Group, GroupType
 from shoal.coordinator.result import Record, ShardRequest
 from shoal.protocol.errors import ErrorCode
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 E = ErrorCode
+Resolved = dict[str, frozenset[str]]  # regex -> the topics it matches
 
 
 def session_timer_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -131,15 +138,18 @@ class ConsumerGroupManager:
         else:
             member = self._static_member(group, member_id, req.member_epoch, req.instance_id, owned, joining, step)
         updated = self._updated_member(ctx, req, member)
-        group_epoch = self._maybe_bump_epoch(group, member, updated, step)
-        target_epoch, target = self._target(group, group_epoch, member, updated, step)
+        check_regex(member.subscribed_topic_regex, updated.subscribed_topic_regex)
+        resolved = self._resolve(group, member, updated)
+        group_epoch = self._maybe_bump_epoch(group, member, updated, resolved, step)
+        target_epoch, target = self._target(group, group_epoch, member, updated, resolved, step)
+        step.after.append(lambda: self._keep_resolved(group.group_id, resolved))
         final = self._reconcile(group, updated, target_epoch, target, owned, step, now_ms)
         step.after.append(lambda: self._schedule_session(group.group_id, member_id, now_ms))
         response = ConsumerGroupHeartbeatResponse(error_code=0, member_id=final.member_id,
                                                   member_epoch=final.member_epoch,
                                                   heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
-        full = joining or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
-                           and req.topic_partitions is not None)
+        full = joining or (req.rebalance_timeout_ms != -1 and req.topic_partitions is not None and (
+            req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         if full or final.assigned != member.assigned:
             response.assignment = heartbeat_assignment(final)
         return response
@@ -209,6 +219,9 @@ class ConsumerGroupManager:
         names = member.subscribed_topic_names
         if req.subscribed_topic_names is not None:
             names = tuple(sorted(set(req.subscribed_topic_names)))
+        regex = member.subscribed_topic_regex
+        if req.subscribed_topic_regex is not None:  # "" is no regex (librdkafka sends it with names)
+            regex = req.subscribed_topic_regex or None
         return replace(
             member,
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
@@ -216,17 +229,35 @@ class ConsumerGroupManager:
             rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
             else member.rebalance_timeout_ms,
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
-            subscribed_topic_names=names, client_id=ctx.client_id, client_host=ctx.client_host)
+            subscribed_topic_names=names, subscribed_topic_regex=regex, client_id=ctx.client_id,
+            client_host=ctx.client_host)
+
+    # ================================================================ regex subscriptions
+    def _resolve(self, group: ConsumerGroup, old: ConsumerMember | None, new: ConsumerMember | None) -> Resolved:
+        """The group's regexes (`old`'s replaced by `new`'s) resolved against the topics as they are.
+
+        Kafka resolves off the coordinator thread, at most every 10s and when the metadata image has
+        new topics, then bumps the epoch in a later write; here the topics are an in-memory view, so
+        every heartbeat resolves at once and a topic created, deleted or matched by a new regex
+        changes the subscription (and the epoch) in the heartbeat that sees it."""
+        regexes = group.subscribed_regexes(old, new)
+        return resolve(regexes, self.topics.names()) if regexes else {}
+
+    def _keep_resolved(self, group_id: str, resolved: Resolved) -> None:
+        group = self.groups.get(group_id)  # the group its records made (a new group is a new object)
+        if isinstance(group, ConsumerGroup):
+            group.resolved_regexes = dict(resolved)
 
     def _maybe_bump_epoch(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
-                          step: _Step) -> int:
+                          resolved: Resolved, step: _Step) -> int:
         """Write the member's subscription if it changed; bump the group epoch when the subscriptions
-        or the subscribed topics' metadata (created, deleted, grown topics) changed."""
+        (names or regex) or the subscribed topics (created, deleted, grown, newly matched) changed."""
         bump = False
         if updated.subscription_fields() != member.subscription_fields():
             step.records.append(R.member_subscription_record(group.group_id, updated))
-            bump = updated.subscribed_topic_names != member.subscribed_topic_names
-        metadata = subscription_metadata(group.subscribed_topic_names(member, updated), self.topics)
+            bump = (updated.subscribed_topic_names != member.subscribed_topic_names
+                    or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+        metadata = subscription_metadata(group.subscribed_topic_names(member, updated, resolved), self.topics)
         if metadata != group.subscription_metadata:
             step.records.append(R.subscription_metadata_record(group.group_id, metadata))
             bump = True
@@ -238,18 +269,18 @@ class ConsumerGroupManager:
         return epoch
 
     def _target(self, group: ConsumerGroup, group_epoch: int, member: ConsumerMember, updated: ConsumerMember,
-                step: _Step) -> tuple[int, Partitions]:
+                resolved: Resolved, step: _Step) -> tuple[int, Partitions]:
         if group_epoch <= group.assignment_epoch:
             return group.assignment_epoch, group.target_of(updated.member_id, updated.instance_id)
         name = group.preferred_assignor(member, updated) or self.default_assignor
         assignor = self.assignors.get(name)
         if assignor is None:
             raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {name} is not supported.")
-        metadata = subscription_metadata(group.subscribed_topic_names(member, updated), self.topics)
+        metadata = subscription_metadata(group.subscribed_topic_names(member, updated, resolved), self.topics)
         previous = group.static_members.get(updated.instance_id) if updated.instance_id is not None else None
         removed = previous if previous is not None and previous != updated.member_id else None
         try:
-            records, targets = compute_target(group, group_epoch, updated, assignor, metadata, removed)
+            records, targets = compute_target(group, group_epoch, updated, assignor, metadata, removed, resolved)
         except AssignorFailed as e:
             log.error("[GroupId %s] %s", group.group_id, e)
             raise HeartbeatError(E.UNKNOWN_SERVER_ERROR, str(e)) from e
@@ -307,11 +338,13 @@ class ConsumerGroupManager:
         """Kafka's consumerGroupFenceMember: the member's tombstones, new subscription metadata, a new epoch."""
         gid = group.group_id
         step.records += R.remove_member_records(gid, member.member_id)
-        metadata = subscription_metadata(group.subscribed_topic_names(member, None), self.topics)
+        resolved = self._resolve(group, member, None)
+        metadata = subscription_metadata(group.subscribed_topic_names(member, None, resolved), self.topics)
         if metadata != group.subscription_metadata:
             step.records.append(R.subscription_metadata_record(gid, metadata))
         step.records.append(R.group_epoch_record(gid, group.group_epoch + 1))
         step.after.append(lambda: self._cancel_timers(gid, member.member_id))
+        step.after.append(lambda: self._keep_resolved(gid, resolved))
 
     def fence(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> None:
         """Fence a member from a timer (nothing if it is gone, or moved on from `epoch`)."""
@@ -346,6 +379,9 @@ class ConsumerGroupManager:
 
     # ================================================================ ConsumerGroupDescribe
     def describe(self, ctx: ShardRequest, req: Any, now_ms: int) -> ConsumerGroupDescribeResponse:
+        if not self.config.consumer_protocol_enabled:  # as Kafka's KafkaApis: every group refused
+            return ConsumerGroupDescribeResponse(groups=[ConsumerGroupDescribeResponse.DescribedGroup(
+                group_id=gid, error_code=E.UNSUPPORTED_VERSION) for gid in req.group_ids])
         return ConsumerGroupDescribeResponse(groups=[
             describe_group(gid, self.groups.get(gid), self.default_assignor, self.topics,
                            bool(req.include_authorized_operations)) for gid in req.group_ids])
@@ -355,10 +391,12 @@ class ConsumerGroupManager:
         replay_record(self.groups, key, value)
 
     def on_loaded(self, now_ms: int) -> None:
-        """Re-arm every member's session timer, and the revocation deadline of those revoking."""
+        """Re-arm every member's session timer, and the revocation deadline of those revoking; resolve
+        the members' regexes again (no record holds their resolution here, see ConsumerGroup)."""
         for group in list(self.groups.values()):
             if not isinstance(group, ConsumerGroup):
                 continue
+            group.resolved_regexes = self._resolve(group, None, None)
             for m in group.members.values():
                 self._schedule_session(group.group_id, m.member_id, now_ms)
                 if m.state == MemberState.UNREVOKED_PARTITIONS:

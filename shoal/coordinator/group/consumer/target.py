@@ -54,22 +54,27 @@ def subscription_metadata(topic_names: Iterable[str], topics: TopicsView) -> dic
     return out
 
 
-def _spec(member: ConsumerMember, assigned: Partitions, metadata: Mapping[str, TopicMeta]) -> MemberSpec:
-    ids = frozenset(metadata[n].topic_id for n in member.subscribed_topic_names if n in metadata)
+def _spec(topic_names: frozenset[str], member: ConsumerMember, assigned: Partitions,
+          metadata: Mapping[str, TopicMeta]) -> MemberSpec:
+    ids = frozenset(metadata[n].topic_id for n in topic_names if n in metadata)
     return MemberSpec(subscribed_topic_ids=ids, rack_id=member.rack_id, instance_id=member.instance_id,
                       assigned=dict(assigned))
 
 
 def compute_target(group: ConsumerGroup, group_epoch: int, updated: ConsumerMember, assignor: ServerAssignor,
-                   metadata: Mapping[str, TopicMeta], removed: str | None = None
+                   metadata: Mapping[str, TopicMeta], removed: str | None = None,
+                   resolved: Mapping[str, frozenset[str]] | None = None
                    ) -> tuple[list[Record], dict[str, Partitions]]:
     """A new target assignment for `group_epoch` with `updated` in (and `removed`, a replaced static
-    member, out): the records to write and every member's new target."""
+    member, out): the records to write and every member's new target. A member subscribes to its
+    names and to what its regex resolves to (`resolved`, else the group's resolutions)."""
     specs: dict[str, MemberSpec] = {}
     for member_id, member in group.members.items():
         if member_id not in (removed, updated.member_id):
-            specs[member_id] = _spec(member, group.target.get(member_id, {}), metadata)
-    specs[updated.member_id] = _spec(updated, group.target_of(updated.member_id, updated.instance_id), metadata)
+            specs[member_id] = _spec(group.member_topics(member, resolved), member,
+                                     group.target.get(member_id, {}), metadata)
+    specs[updated.member_id] = _spec(group.member_topics(updated, resolved), updated,
+                                     group.target_of(updated.member_id, updated.instance_id), metadata)
     topics = {t.topic_id: TopicSpec(name=t.name, num_partitions=t.num_partitions,
                                     partition_racks=dict(t.partition_racks)) for t in metadata.values()}
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 from uuid import UUID
@@ -19,10 +20,12 @@ class TopicMeta:
 
 
 class TopicsView(Protocol):
-    """Topic lookups by name and by id (the broker's cluster metadata, or a test's dict)."""
+    """Topic lookups by name and by id (the broker's cluster metadata, or a test's dict), and every
+    topic's name (what regex subscriptions are resolved against)."""
 
     def by_name(self, name: str) -> TopicMeta | None: ...
     def by_id(self, topic_id: UUID) -> TopicMeta | None: ...
+    def names(self) -> Iterable[str]: ...
 
 
 class StaticTopics:
@@ -49,3 +52,6 @@ class StaticTopics:
 
     def by_id(self, topic_id: UUID) -> TopicMeta | None:
         return self._by_id.get(topic_id)
+
+    def names(self) -> Iterable[str]:
+        return list(self._by_name)

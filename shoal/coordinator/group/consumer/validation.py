@@ -13,6 +13,7 @@ from shoal.coordinator.group.consumer.member import (
     ConsumerMember,
 )
 from shoal.coordinator.group.consumer.reconciliation import OwnedPartitions
+from shoal.coordinator.group.consumer.regex import invalid_regex_message
 from shoal.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -41,8 +42,6 @@ def validate_heartbeat(api_version: int, req: Any, assignors: Mapping[str, Any])
         raise _invalid("InstanceId can't be empty.")
     if req.rack_id == "":
         raise _invalid("RackId can't be empty.")
-    if req.subscribed_topic_regex:  # "" clears a regex subscription (librdkafka sends it with names)
-        raise _invalid("SubscribedTopicRegex is not supported yet.")
     if api_version >= MEMBER_ID_REQUIRED_VERSION and req.member_id == "":
         raise _invalid("MemberId can't be empty.")
     _validate_epoch_fields(req)
@@ -62,8 +61,9 @@ def _validate_epoch_fields(req: Any) -> None:
             raise _invalid("RebalanceTimeoutMs must be provided in first request.")
         if req.topic_partitions is None or req.topic_partitions:
             raise _invalid("TopicPartitions must be empty when (re-)joining.")
-        if not req.subscribed_topic_names:
-            raise _invalid("SubscribedTopicNames must be set in first request.")
+        # Kafka 4.1+: an empty list of names or an empty regex joins the group subscribed to nothing.
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         if req.member_id == "":
             raise _invalid("MemberId can't be empty.")
@@ -94,3 +94,12 @@ def check_epoch(member: ConsumerMember, received: int, owned: OwnedPartitions) -
         raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
                              f"({received}) than the one known by the group coordinator ({member.member_epoch}). "
                              "The member must abandon all its partitions and rejoin.")
+
+
+def check_regex(old: str | None, new: str | None) -> None:
+    """INVALID_REGULAR_EXPRESSION for a new regex RE2/J would not compile (Kafka compiles a regex
+    when a member brings it, after the member checks: `throwIfRegularExpressionIsInvalid`)."""
+    if new and new != old:
+        message = invalid_regex_message(new)
+        if message is not None:
+            raise HeartbeatError(E.INVALID_REGULAR_EXPRESSION, message)
