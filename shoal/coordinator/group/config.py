@@ -14,6 +14,9 @@ _INT32_MAX = 2**31 - 1
 REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
 
 
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
 class GroupConfigError(ValueError):
     """A group coordinator setting out of its bounds (Kafka refuses to start with it)."""
 
@@ -48,6 +51,8 @@ class GroupConfig:
     group_consumer_max_size: int = _INT32_MAX
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_coordinator_rebalance_protocols: tuple[str, ...] = field(default=("classic", "consumer"))
+    # Kafka's ConsumerGroupMigrationPolicy: bidirectional, upgrade, downgrade or disabled.
+    group_consumer_migration_policy: str = "bidirectional"
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -56,6 +61,16 @@ class GroupConfig:
     @property
     def consumer_protocol_enabled(self) -> bool:
         return "consumer" in self.group_coordinator_rebalance_protocols
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """A classic group may become a consumer group (online upgrade)."""
+        return self.group_consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """A consumer group of classic members only may become a classic group (online downgrade)."""
+        return self.group_consumer_migration_policy in ("bidirectional", "downgrade")
 
     def validate(self) -> GroupConfig:
         """Kafka's bounds of the consumer group settings (GroupCoordinatorConfig's requirements)."""
@@ -84,6 +99,8 @@ class GroupConfig:
             (len(self.group_consumer_assignors) >= 1, "group.consumer.assignors must not be empty"),
             (all(p in REBALANCE_PROTOCOLS for p in self.group_coordinator_rebalance_protocols),
              f"group.coordinator.rebalance.protocols must be a subset of {list(REBALANCE_PROTOCOLS)}"),
+            (self.group_consumer_migration_policy in MIGRATION_POLICIES,
+             f"group.consumer.migration.policy must be one of {list(MIGRATION_POLICIES)}"),
             ("classic" in self.group_coordinator_rebalance_protocols,
              "group.coordinator.rebalance.protocols must contain classic"),
         ]
@@ -106,6 +123,8 @@ class GroupConfig:
         if "group.coordinator.rebalance.protocols" in props:
             config.group_coordinator_rebalance_protocols = tuple(
                 p.lower() for p in _csv(props["group.coordinator.rebalance.protocols"]))
+        if "group.consumer.migration.policy" in props:
+            config.group_consumer_migration_policy = props["group.consumer.migration.policy"].strip().lower()
         return config.validate()
 
 

@@ -25,8 +25,10 @@ from shoal.assignors.server import ServerAssignor
 from shoal.coordinator.group.admin import GroupAdminManager
 from shoal.coordinator.group.classic import ClassicGroupManager
 from shoal.coordinator.group.config import GroupConfig
+from shoal.coordinator.group.consumer.group import ConsumerGroup
 from shoal.coordinator.group.consumer.heartbeat import ConsumerGroupManager
 from shoal.coordinator.group.consumer.topics import TopicsView
+from shoal.coordinator.group.migration import GroupMigration
 from shoal.coordinator.group.offsets import OffsetMetadataManager
 from shoal.coordinator.group.records import key_version
 from shoal.coordinator.group.responses import error_response, join_response
@@ -57,15 +59,35 @@ class GroupCoordinatorShard(ShardSkeleton):
         self.offset_manager = OffsetMetadataManager(self)
         self.admin = GroupAdminManager(self)
         self.consumer = ConsumerGroupManager(self, topics, assignors)
+        self.migration = GroupMigration(self)
         self.managers: list[GroupTypeManager] = [self.classic, self.consumer, self.offset_manager, self.admin]
         self._replayers: dict[int, GroupTypeManager] = {}
         for manager in self.managers:
             self.handlers.update(dict.fromkeys(manager.api_keys, manager.handle))
             self._replayers.update(dict.fromkeys(manager.record_key_versions, manager))
         self.handlers[ApiKey.JOIN_GROUP] = self._join_group
+        mixed = {ApiKey.SYNC_GROUP: self.migration.sync, ApiKey.HEARTBEAT: self.migration.heartbeat,
+                 ApiKey.LEAVE_GROUP: self.migration.leave}
+        for api_key, in_consumer_group in mixed.items():
+            self.handlers[api_key] = self._classic_request(self.handlers[api_key], in_consumer_group)
+
+    def _classic_request(self, classic: Callable[[ShardRequest, Any, int], Any],
+                         in_consumer_group: Callable[[ShardRequest, Any, ConsumerGroup, int], Any]
+                         ) -> Callable[[ShardRequest, Any, int], Any]:
+        """A classic request goes to the consumer group of its id when there is one (a mixed group)."""
+        def handle(ctx: ShardRequest, request: Any, now_ms: int) -> Any:
+            group = self.groups.get(request.group_id) if request.group_id else None
+            if isinstance(group, ConsumerGroup):
+                return in_consumer_group(ctx, request, group, now_ms)
+            return classic(ctx, request, now_ms)
+        return handle
 
     def _join_group(self, ctx: ShardRequest, request: Any, now_ms: int) -> Any:
-        """A classic JoinGroup: a consumer group of that id makes way if Empty, else refuses it."""
+        """A classic JoinGroup: a non-empty consumer group takes the member in (Kafka's
+        classicGroupJoinToConsumerGroup); an Empty one makes way."""
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_empty():
+            return self.migration.join(ctx, request, group, now_ms)
         error = self.consumer.before_classic_join(request.group_id)
         if error is not None:
             return join_response(ctx.api_version, error=error, member_id=request.member_id)

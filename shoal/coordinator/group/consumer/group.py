@@ -194,10 +194,11 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        if not transactional and api_version < 9:
+        classic = member.classic is not None  # a classic member of a mixed group (Kafka: useClassicProtocol)
+        if not transactional and not classic and api_version < 9:
             return E.UNSUPPORTED_VERSION  # members of the new protocol must commit with v9+
         if generation != member.member_epoch:
-            return E.STALE_MEMBER_EPOCH
+            return E.ILLEGAL_GENERATION if classic else E.STALE_MEMBER_EPOCH
         return None
 
     def validate_offset_fetch(self, member_id: str | None = None, member_epoch: int = -1) -> ErrorCode | None:

@@ -36,6 +36,7 @@ from shoal.coordinator.group.consumer.validation import (
     check_regex,
     validate_heartbeat,
 )
+from shoal.coordinator.group.group import ClassicGroup
 from shoal.coordinator.group.types import Group, GroupType
 from shoal.coordinator.result import Record, ShardRequest
 from shoal.protocol.errors import ErrorCode
@@ -124,7 +125,7 @@ class ConsumerGroupManager:
 
     def _heartbeat(self, ctx: ShardRequest, req: Any, step: _Step, now_ms: int) -> ConsumerGroupHeartbeatResponse:
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        group = self._group_for_heartbeat(req.group_id, joining, step)
+        group = self._group_for_heartbeat(req.group_id, joining, step, now_ms)
         member_id = req.member_id
         if len(group.members) >= self.config.group_consumer_max_size and (
                 member_id == "" or member_id not in group.members):
@@ -154,9 +155,10 @@ class ConsumerGroupManager:
             response.assignment = heartbeat_assignment(final)
         return response
 
-    def _group_for_heartbeat(self, group_id: str, create: bool, step: _Step) -> ConsumerGroup:
-        """Kafka's getOrMaybeCreateConsumerGroup with migration disabled: an Empty classic group is
-        deleted to make room, a non-empty one is not this type's (GROUP_ID_NOT_FOUND)."""
+    def _group_for_heartbeat(self, group_id: str, create: bool, step: _Step, now_ms: int) -> ConsumerGroup:
+        """Kafka's getOrMaybeCreateConsumerGroup: an Empty classic group is deleted to make room, a
+        non-empty one is converted when the migration policy allows it (`migration.py`), else it is
+        not this type's (GROUP_ID_NOT_FOUND)."""
         group = self.groups.get(group_id)
         if group is None and not create:
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -167,6 +169,9 @@ class ConsumerGroupManager:
         if create and group.type == GroupType.CLASSIC and group.is_empty():
             step.records.extend(group.tombstone_records())
             return ConsumerGroup(group_id)
+        migration = self.shard.migration
+        if create and isinstance(group, ClassicGroup) and migration.can_upgrade(group):
+            return migration.upgrade(group, now_ms)
         raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     @staticmethod
@@ -331,12 +336,17 @@ class ConsumerGroupManager:
                 step.records.append(R.current_assignment_record(group.group_id, leaving))
                 return ConsumerGroupHeartbeatResponse(error_code=0, member_id=member.member_id,
                                                       member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-        self._fence_records(group, member, step)
+        self._fence_records(group, member, step, now_ms)
         return ConsumerGroupHeartbeatResponse(error_code=0, member_id=req.member_id, member_epoch=req.member_epoch)
 
-    def _fence_records(self, group: ConsumerGroup, member: ConsumerMember, step: _Step) -> None:
-        """Kafka's consumerGroupFenceMember: the member's tombstones, new subscription metadata, a new epoch."""
+    def _fence_records(self, group: ConsumerGroup, member: ConsumerMember, step: _Step, now_ms: int) -> None:
+        """Kafka's consumerGroupFenceMember: the member's tombstones, new subscription metadata, a new epoch;
+        or, when the last consumer-protocol member goes and classic members remain, the downgrade."""
         gid = group.group_id
+        if self.shard.migration.should_downgrade(group, member.member_id):
+            mid = member.member_id
+            step.after.append(lambda: self.shard.migration.downgrade(gid, mid, now_ms))
+            return
         step.records += R.remove_member_records(gid, member.member_id)
         resolved = self._resolve(group, member, None)
         metadata = subscription_metadata(group.subscribed_topic_names(member, None, resolved), self.topics)
@@ -346,7 +356,40 @@ class ConsumerGroupManager:
         step.after.append(lambda: self._cancel_timers(gid, member.member_id))
         step.after.append(lambda: self._keep_resolved(gid, resolved))
 
-    def fence(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> None:
+    def classic_join(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, owned: Partitions,
+                     now_ms: int) -> ConsumerMember | HeartbeatError:
+        """A classic member's JoinGroup (`migration.py`): epoch bump, target and reconciliation as a
+        heartbeat's, with the partitions its subscription says it owns; its classic session timeout."""
+        step = _Step()
+        try:
+            resolved = self._resolve(group, member, updated)
+            group_epoch = self._maybe_bump_epoch(group, member, updated, resolved, step)
+            target_epoch, target = self._target(group, group_epoch, member, updated, resolved, step)
+            final = self._reconcile(group, updated, target_epoch, target, [(t, sorted(ps)) for t, ps in owned.items()],
+                                    step, now_ms)
+        except HeartbeatError as e:
+            return e
+        gid, mid = group.group_id, final.member_id
+        step.after.append(lambda: self._keep_resolved(gid, resolved))
+        timeout = updated.classic.session_timeout_ms if updated.classic is not None else None
+        step.after.append(lambda: self.schedule_session(gid, mid, now_ms, timeout))
+        for key, value in step.records:
+            self.shard.emit(key, value)
+        for action in step.after:
+            action()
+        return final
+
+    def remove(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
+        """A member leaves (a classic LeaveGroup): its fencing records, written now."""
+        step = _Step()
+        self._fence_records(group, member, step, now_ms)
+        for key, value in step.records:
+            self.shard.emit(key, value)
+        for action in step.after:
+            action()
+
+    def fence(self, group_id: str, member_id: str, reason: str, epoch: int | None = None,
+              now_ms: int = 0) -> None:
         """Fence a member from a timer (nothing if it is gone, or moved on from `epoch`)."""
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if isinstance(group, ConsumerGroup) else None
@@ -355,7 +398,7 @@ class ConsumerGroupManager:
         assert isinstance(group, ConsumerGroup)
         log.info("[GroupId %s] Member %s fenced from the group because %s", group_id, member_id, reason)
         step = _Step()
-        self._fence_records(group, member, step)
+        self._fence_records(group, member, step, now_ms)
         for key, value in step.records:
             self.shard.emit(key, value)
         for action in step.after:
@@ -363,15 +406,22 @@ class ConsumerGroupManager:
 
     # ================================================================ timers
     def _schedule_session(self, group_id: str, member_id: str, now_ms: int) -> None:
-        self.timers.schedule(session_timer_key(group_id, member_id),
-                             now_ms + self.config.group_consumer_session_timeout_ms,
-                             lambda t: self.fence(group_id, member_id, "the member session expired."))
+        self.schedule_session(group_id, member_id, now_ms)
+
+    def schedule_session(self, group_id: str, member_id: str, now_ms: int, timeout_ms: int | None = None) -> None:
+        """The member's session deadline (a classic member's own session timeout when given)."""
+        timeout = self.config.group_consumer_session_timeout_ms if timeout_ms is None else timeout_ms
+        self.timers.schedule(session_timer_key(group_id, member_id), now_ms + timeout,
+                             lambda t: self.fence(group_id, member_id, "the member session expired.", now_ms=t))
 
     def _schedule_rebalance(self, group_id: str, member_id: str, epoch: int, timeout_ms: int,
                             now_ms: int) -> None:
         self.timers.schedule(rebalance_timer_key(group_id, member_id), now_ms + max(timeout_ms, 0),
                              lambda t: self.fence(group_id, member_id, f"it failed to transition from epoch "
-                                                  f"{epoch} within {timeout_ms}ms.", epoch))
+                                                  f"{epoch} within {timeout_ms}ms.", epoch, now_ms=t))
+
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        self._cancel_timers(group_id, member_id)
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self.timers.cancel(session_timer_key(group_id, member_id))
@@ -398,7 +448,8 @@ class ConsumerGroupManager:
                 continue
             group.resolved_regexes = self._resolve(group, None, None)
             for m in group.members.values():
-                self._schedule_session(group.group_id, m.member_id, now_ms)
+                self.schedule_session(group.group_id, m.member_id, now_ms,
+                                      None if m.classic is None else m.classic.session_timeout_ms)
                 if m.state == MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance(group.group_id, m.member_id, m.member_epoch,
                                              m.rebalance_timeout_ms, now_ms)
@@ -407,8 +458,8 @@ class ConsumerGroupManager:
         pass
 
     def before_classic_join(self, group_id: str) -> ErrorCode | None:
-        """A classic JoinGroup for a consumer group: an Empty one makes way (its tombstones are
-        written), a non-empty one refuses it (no mixed groups in this landing)."""
+        """A classic JoinGroup for an Empty consumer group: it makes way (its tombstones are written).
+        A non-empty consumer group takes the join as a classic member (the shard routes it to `migration`)."""
         group = self.groups.get(group_id)
         if not isinstance(group, ConsumerGroup):
             return None

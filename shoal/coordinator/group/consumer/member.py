@@ -30,6 +30,15 @@ class MemberState(IntEnum):
             return cls.UNKNOWN
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMeta:
+    """What a member using the classic protocol inside a consumer group adds (Kafka's
+    ClassicMemberMetadata): its session timeout and its (protocol name, metadata) list."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     """Everything the coordinator holds of a member; replaced (never mutated in place) on change."""
@@ -48,6 +57,7 @@ class ConsumerMember:
     server_assignor: str | None = None
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    classic: ClassicMeta | None = None  # set for a member speaking the classic protocol
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state == MemberState.STABLE and self.member_epoch == target_epoch
@@ -55,7 +65,7 @@ class ConsumerMember:
     def subscription_fields(self) -> tuple:
         """What a ConsumerGroupMemberMetadata record holds: a change here is written as one."""
         return (self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.client_id, self.client_host,
-                self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor)
+                self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.classic)
 
     def assignment_fields(self) -> tuple:
         """What a ConsumerGroupCurrentMemberAssignment record holds."""

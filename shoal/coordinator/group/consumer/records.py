@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from shoal.coordinator.group.consumer.member import ConsumerMember, Partitions
+from shoal.coordinator.group.consumer.member import ClassicMeta, ConsumerMember, Partitions
 from shoal.coordinator.group.consumer.topics import TopicMeta
 from shoal.coordinator.result import Record
 from shoal.protocol.generated.consumer_group_current_member_assignment_key import (
@@ -41,6 +41,9 @@ from shoal.protocol.generated.consumer_group_target_assignment_metadata_key impo
 from shoal.protocol.generated.consumer_group_target_assignment_metadata_value import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+
+_CMM = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
+_CMM_P = ConsumerGroupMemberMetadataValue.ClassicProtocol
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -107,7 +110,10 @@ def member_subscription_record(group_id: str, m: ConsumerMember) -> Record:
     value = ConsumerGroupMemberMetadataValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+        classic_member_metadata=_CMM() if m.classic is None else _CMM(
+            session_timeout_ms=m.classic.session_timeout_ms,
+            supported_protocols=[_CMM_P(name=n, metadata=bytes(md)) for n, md in m.classic.protocols]))
     return _key(MEMBER_METADATA, group_id, m.member_id), _value(value)
 
 
@@ -168,6 +174,14 @@ def decode_key(key: bytes | memoryview) -> tuple[int, str, str | None]:
 def decode_value(key_version: int, value: bytes | memoryview) -> Any:
     _, cls, _ = RECORD_TYPES[key_version]
     return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])
+
+
+def classic_meta_of(v: Any) -> ClassicMeta | None:
+    """The classic metadata of a member record (None, or the codec's empty default: not classic)."""
+    c = v.classic_member_metadata
+    if c is None or (c.session_timeout_ms == 0 and not c.supported_protocols):
+        return None
+    return ClassicMeta(c.session_timeout_ms, tuple((p.name, bytes(p.metadata)) for p in c.supported_protocols))
 
 
 def pairs_of(topic_partitions: list[Any]) -> list[tuple[Any, list[int]]]:

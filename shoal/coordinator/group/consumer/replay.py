@@ -90,7 +90,7 @@ def _member_metadata(group: ConsumerGroup, member_id: str, v: Any) -> None:
         old, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
         subscribed_topic_names=tuple(sorted(set(v.subscribed_topic_names))),
         subscribed_topic_regex=v.subscribed_topic_regex, rebalance_timeout_ms=v.rebalance_timeout_ms,
-        server_assignor=v.server_assignor))
+        server_assignor=v.server_assignor, classic=R.classic_meta_of(v)))
 
 
 def _current_assignment(group: ConsumerGroup, member_id: str, v: Any) -> None:
