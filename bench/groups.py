@@ -1,4 +1,9 @@
-"""Benchmark: consumer-group rebalance times (shoal vs librdkafka's mock cluster) and offsets load.
+"""Benchmark: consumer groups, classic against the KIP-848 consumer protocol, shoal and Apache Kafka 4.4
+side by side (issue 18, the default), and, with --vs-mock, issue 3's
+classic rebalance times (shoal vs librdkafka's mock cluster) and offsets load:
+
+    .venv/bin/python bench/groups.py [--quick] [--sizes 10,50] [--repeats 3]   # issue 18
+    .venv/bin/python bench/groups.py --vs-mock [--quick]                        # issue 3, below
 
 For each target, N confluent-kafka consumers (N = 1, 10, 50 by default) subscribe
 to the same 64 partitions (16 topics x 4 partitions: the mock cluster cannot
@@ -205,7 +210,7 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(got) if got else None
 
 
-def main() -> None:
+def main_vs_mock() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1,10,50", help="group sizes (default 1,10,50)")
     ap.add_argument("--repeats", type=int, default=3)
@@ -294,6 +299,277 @@ def main() -> None:
           "learn of it on their next heartbeat (heartbeat.interval.ms) and rejoin, so the client's heartbeat "
           "interval and librdkafka's join/sync round trips (and, for the leave, close() itself, which is "
           "timed) make up most of the figures.")
+
+
+# -- issue 18: classic against the consumer protocol (KIP-848), shoal and Kafka -------------------
+
+PROTOCOLS: dict[str, dict[str, object]] = {
+    "classic-coop": {"group.protocol": "classic", "partition.assignment.strategy": "cooperative-sticky",
+                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 100},
+    "classic-range": {"group.protocol": "classic", "partition.assignment.strategy": "range",
+                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 100},
+    "consumer": {"group.protocol": "consumer"},
+}
+# Both brokers: no initial rebalance delay, and the consumer protocol's heartbeat interval (which the
+# broker sets for KIP-848 members) at the classic members' 100 ms, so that neither protocol waits out
+# a longer timer than the other (Kafka's default is 5 s, which would dominate every figure).
+BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.consumer.heartbeat.interval.ms": "100",
+                    "group.consumer.min.heartbeat.interval.ms": "100",
+                    "log.retention.check.interval.ms": "86400000"}
+SMALL_QUEUES: dict[str, object] = {"queued.max.messages.kbytes": 1024, "queued.min.messages": 1000,
+                                   "fetch.max.bytes": 1 << 20, "max.partition.fetch.bytes": 1 << 16,
+                                   "statistics.interval.ms": 0, "log_level": 3, "enable.auto.commit": False,
+                                   "auto.offset.reset": "earliest"}
+
+
+class ProtoMember:
+    """One consumer; its partitions as its (incremental or eager) rebalance callbacks report them."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, conf: dict[str, object]) -> None:
+        self.topic = topic
+        self.owned: set[int] = set()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **SMALL_QUEUES, **conf})
+        self.consumer.list_topics(topic, timeout=10)  # connected before any clock starts
+
+    def subscribe(self) -> None:
+        self.consumer.subscribe([self.topic], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke)
+
+    def _assign(self, consumer: Consumer, partitions: list) -> None:
+        self.owned |= {tp.partition for tp in partitions}
+
+    def _revoke(self, consumer: Consumer, partitions: list) -> None:
+        self.owned -= {tp.partition for tp in partitions}
+
+    def poll(self) -> int:
+        return len(self.consumer.consume(500, 0))
+
+
+def _exact_cover(members: list[ProtoMember], partitions: int) -> bool:
+    seen: set[int] = set()
+    for m in members:
+        if not m.owned or seen & m.owned:
+            return False
+        seen |= m.owned
+    return len(seen) == partitions
+
+
+def _poll_until_cover(members: list[ProtoMember], partitions: int, timeout: float) -> float | None:
+    t_end = time.perf_counter() + timeout
+    while time.perf_counter() < t_end:
+        for m in members:
+            m.poll()
+        if _exact_cover(members, partitions):
+            return time.perf_counter()
+        time.sleep(0.001)
+    return None
+
+
+def _close_all(members: list[ProtoMember]) -> None:
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(members)))) as pool:
+        list(pool.map(lambda m: m.consumer.close(), members))
+
+
+def proto_trial(bootstrap: str, topic: str, partitions: int, n: int, conf: dict[str, object],
+                timeout: float) -> tuple[float | None, float | None, float | None]:
+    """(seconds until N members cover the topic, to re-cover after one joins, after one leaves)."""
+    group = f"b18-{uuid.uuid4().hex[:8]}"
+    members = [ProtoMember(bootstrap, group, topic, conf) for _ in range(n)]
+    extra = ProtoMember(bootstrap, group, topic, conf)
+    try:
+        t0 = time.perf_counter()
+        for m in members:
+            m.subscribe()
+        t1 = _poll_until_cover(members, partitions, timeout)
+        if t1 is None:
+            return None, None, None
+        members.append(extra)
+        t2 = time.perf_counter()
+        extra.subscribe()
+        t3 = _poll_until_cover(members, partitions, timeout)
+        if t3 is None:
+            return t1 - t0, None, None
+        leaving = members.pop(0)
+        t4 = time.perf_counter()
+        leaving.consumer.close()
+        t5 = _poll_until_cover(members, partitions, timeout)
+        return t1 - t0, t3 - t2, None if t5 is None else t5 - t4
+    finally:
+        _close_all(members if extra in members else [*members, extra])
+
+
+def joining_throughput(bootstrap: str, topic: str, n: int, conf: dict[str, object],
+                       every: float) -> tuple[float, float]:
+    """Members join one by one (one every ``every`` s) until n, all consuming from offset 0 of a
+    preloaded topic: (records per second over the whole phase, the longest stall in ms: the longest
+    time in which no member received a record)."""
+    group = f"b18t-{uuid.uuid4().hex[:8]}"
+    members = [ProtoMember(bootstrap, group, topic, conf) for _ in range(n)]
+    total, last, stall = 0, None, 0.0
+    try:
+        t0 = time.perf_counter()
+        t_end = t0 + every * n + 1.0
+        joined = 0
+        while time.perf_counter() < t_end:
+            now = time.perf_counter()
+            while joined < n and now >= t0 + joined * every:
+                members[joined].subscribe()
+                joined += 1
+            got = sum(m.poll() for m in members[:joined])
+            now = time.perf_counter()
+            if got:
+                if last is not None:
+                    stall = max(stall, now - last)
+                last = now
+                total += got
+        return total / (time.perf_counter() - t0), stall * 1000
+    finally:
+        _close_all(members)
+
+
+class KafkaTarget:
+    """Apache Kafka 4.4, one node (tests/reference/apache_kafka.py), with BROKER_OVERRIDES."""
+
+    name = "kafka"
+
+    def __init__(self, tmp: Path) -> None:
+        sys.path.insert(0, str(ROOT))
+        from tests.reference.apache_kafka import KafkaCluster
+
+        self.cluster = KafkaCluster("4", 1, tmp / "kafka", overrides=BROKER_OVERRIDES).start()
+        self.bootstrap = self.cluster.bootstrap_servers
+
+    def close(self) -> None:
+        self.cluster.stop()
+
+
+class ShoalProtoTarget:
+    """`shoal serve` as a subprocess with BROKER_OVERRIDES."""
+
+    name = "shoal"
+
+    def __init__(self, tmp: Path) -> None:
+        self.log = open(tmp / "shoal.log", "w")  # noqa: SIM115 - lives as long as the process
+        cmd = [sys.executable, "-m", "shoal.cli", "--log-level", "WARNING", "serve",
+               "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp / 'data'}"]
+        for k, v in BROKER_OVERRIDES.items():
+            cmd += ["--override", f"{k}={v}"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT)
+        assert self.proc.stdout is not None
+        m = re.search(r"at ([\d.]+):(\d+)", self.proc.stdout.readline())
+        if not m:
+            self.close()
+            raise RuntimeError("shoal did not start")
+        self.bootstrap = f"{m.group(1)}:{m.group(2)}"
+
+    def close(self) -> None:
+        ShoalTarget.close(self)  # type: ignore[arg-type]
+
+
+def _prepare(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        fut.result(60)
+    if records:
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                      "compression.type": "none", "log_level": 3})
+        value = b"v" * 100
+        for i in range(records):
+            while True:
+                try:
+                    p.produce(topic, value, partition=i % partitions)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+        assert p.flush(120) == 0
+
+
+def _ms(v: float | None) -> str:
+    return "timeout" if v is None else f"{v * 1000:.0f} ms"
+
+
+def _run_target(target, args, sizes: list[int], out: dict) -> None:  # noqa: ANN001
+    partitions = max(64, max(sizes) + 1)
+    topic, ttopic = "b18-cover", "b18-tput"
+    _prepare(target.bootstrap, topic, partitions, 0)
+    _prepare(target.bootstrap, ttopic, 64, args.records)
+    for proto, conf in PROTOCOLS.items():
+        for n in sizes:
+            runs = [proto_trial(target.bootstrap, topic, partitions, n, conf, args.trial_timeout)
+                    for _ in range(args.repeats)]
+            meds = [_median([r[i] for r in runs]) for i in range(3)]
+            out[(target.name, proto, f"N={n} covered")] = meds[0]
+            out[(target.name, proto, f"N={n}+1 re-covered after a join")] = meds[1]
+            out[(target.name, proto, f"N={n+1}-1 re-covered after a leave")] = meds[2]
+            print(f"  {target.name:5s} {proto:13s} N={n:<3d} cover {_ms(meds[0])}, join {_ms(meds[1])}, "
+                  f"leave {_ms(meds[2])}  (runs: {[tuple(_ms(v) for v in r) for r in runs]})", flush=True)
+        rates = [joining_throughput(target.bootstrap, ttopic, args.join_members, conf, args.join_every)
+                 for _ in range(args.repeats)]
+        out[(target.name, proto, "records/s while joining")] = statistics.median(r[0] for r in rates)
+        out[(target.name, proto, "longest stall while joining")] = statistics.median(r[1] for r in rates) / 1000
+        print(f"  {target.name:5s} {proto:13s} joining 1..{args.join_members}: "
+              f"{statistics.median(r[0] for r in rates):,.0f} records/s, longest stall "
+              f"{statistics.median(r[1] for r in rates):.0f} ms", flush=True)
+
+
+def _print_table(out: dict, targets: list[str]) -> None:
+    rows = sorted({(proto, what) for _, proto, what in out},
+                  key=lambda r: (list(PROTOCOLS).index(r[0]), r[1]))
+    print(f"\n{'protocol':14s}{'measure':38s}" + "".join(f"{t:>14s}" for t in targets)
+          + ("   shoal/kafka" if len(targets) == 2 else ""))
+    for proto, what in rows:
+        vals = [out.get((t, proto, what)) for t in targets]
+        rate = what.startswith("records/s")
+        cells = "".join(f"{'timeout':>14s}" if v is None else (f"{v:14,.0f}" if rate else f"{v * 1000:11.0f} ms")
+                        for v in vals)
+        ratio = ""
+        if len(vals) == 2 and None not in vals and vals[1]:
+            ratio = f"   {vals[0] / vals[1]:10.2f}"
+        print(f"{proto:14s}{what:38s}{cells}{ratio}")
+
+
+def main_protocols() -> None:
+    ap = argparse.ArgumentParser(description="issue 18: classic against consumer protocol, shoal and Kafka 4.4")
+    ap.add_argument("--sizes", default="10,50", help="group sizes (default 10,50)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--targets", default="shoal,kafka")
+    ap.add_argument("--trial-timeout", type=float, default=60.0)
+    ap.add_argument("--records", type=int, default=300_000, help="preloaded for the joining-throughput phase")
+    ap.add_argument("--join-members", type=int, default=10)
+    ap.add_argument("--join-every", type=float, default=0.3, help="seconds between two joins")
+    ap.add_argument("--quick", action="store_true", help="N=10, one repeat, 5 joining members")
+    args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.repeats, args.records, args.join_members = "10", 1, 50_000, 5
+    sizes = [int(s) for s in args.sizes.split(",")]
+    targets = args.targets.split(",")
+    import confluent_kafka
+
+    print(f"confluent-kafka {confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}), "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; brokers: {BROKER_OVERRIDES}")
+    print(f"protocols: {PROTOCOLS}; all members in one process, polled round-robin from one thread; "
+          f"{args.repeats} repeats, medians")
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in targets:
+            target = ShoalProtoTarget(Path(tmp)) if name == "shoal" else KafkaTarget(Path(tmp))
+            try:
+                _run_target(target, args, sizes, out)
+            finally:
+                target.close()
+    _print_table(out, targets)
+    for n in sizes:
+        got = {t: out.get((t, "consumer", f"N={n} covered")) for t in targets}
+        print(f"goal (issue 18): N={n} covered with the consumer protocol < 0.5 s: "
+              + ", ".join(f"{t} {_ms(v)}" + ("" if v is None else (" (met)" if v < 0.5 else " (not met)"))
+                          for t, v in got.items()))
+
+
+def main() -> None:
+    if "--vs-mock" in sys.argv:
+        sys.argv.remove("--vs-mock")
+        main_vs_mock()
+        return
+    main_protocols()
 
 
 if __name__ == "__main__":

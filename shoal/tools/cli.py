@@ -35,14 +35,21 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog
 
 
 def _groups_list(args: argparse.Namespace) -> int:
-    from shoal.tools.groups import format_listings, list_groups, normalize_states
+    from shoal.tools.group_views import format_kafka_listings
+    from shoal.tools.groups import format_listings, list_groups, normalize_states, normalize_types
     from shoal.tools.wire import ToolClient
 
     states = normalize_states(args.state or [])  # validate before connecting
+    types = normalize_types(args.type or [])
     errors: list[str] = []
     with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
-        listings = list_groups(client, states, errors)
-    if listings:
+        listings = list_groups(client, states, errors, types)
+    if args.type is not None or args.state is not None:
+        # kafka-consumer-groups --list --type/--state: its table (a header even when empty), consumer
+        # groups only (protocol type "consumer", or none for offsets-only groups)
+        listings = [g for g in listings if g.protocol_type in ("consumer", "")]
+        print(format_kafka_listings(listings, args.type is not None, args.state is not None), end="")
+    elif listings:
         print(format_listings(listings))
     elif not errors:
         print("No groups" + (f" in state(s) {', '.join(states)}" if states else "") + ".", file=sys.stderr)
@@ -58,9 +65,22 @@ def _groups_describe(args: argparse.Namespace) -> int:
     group = args.group or args.group_flag
     if not group:
         raise ToolError("a group is needed: shoal groups describe GROUP (or --group GROUP)")
+    views = [v for v in ("offsets", "members", "state") if getattr(args, v)]
+    if len(views) > 1:
+        raise ToolError("give at most one of --offsets, --members, --state")
+    if args.verbose and not views:
+        views = ["offsets"]  # kafka-consumer-groups --describe --verbose: the offsets, verbose
     with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
         desc = describe_group(client, group)
-    print(format_description(desc))
+    if not views:
+        print(format_description(desc))
+        return 0
+    from shoal.tools import group_views
+
+    out, err = getattr(group_views, f"format_{views[0]}")(desc, args.verbose)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    sys.stderr.write(err)
     return 0
 
 
@@ -151,14 +171,25 @@ def add_groups_parser(sub: argparse._SubParsersAction) -> None:
     gsub = groups.add_subparsers(dest="groups_command", required=True)
     lst = gsub.add_parser("list", help="list the groups of every broker")
     _add_bootstrap(lst)
-    lst.add_argument("--state", action="append", metavar="STATE",
+    lst.add_argument("--state", action="append", nargs="?", const="", metavar="STATE",
                      help="only groups in this state (repeatable or comma-separated): Stable, Empty, "
-                          "PreparingRebalance, CompletingRebalance, Dead")
+                          "PreparingRebalance, CompletingRebalance, Dead, Assigning, Reconciling; "
+                          "prints kafka-consumer-groups' GROUP [TYPE] STATE table (no value: all states)")
+    lst.add_argument("--type", action="append", nargs="?", const="", metavar="TYPE",
+                     help="only groups of this type (classic, consumer; comma-separated); prints "
+                          "kafka-consumer-groups' GROUP TYPE [STATE] table (no value: all types)")
     lst.set_defaults(func=lambda a: _run(_groups_list, a, "shoal groups list"))
     desc = gsub.add_parser("describe", help="members, assignments, committed offsets and lag of a group")
     desc.add_argument("group", nargs="?", help="the group id")
     desc.add_argument("--group", dest="group_flag", metavar="GROUP",
                       help="the group id, as kafka-consumer-groups --describe --group takes it")
+    view = "as kafka-consumer-groups --describe prints it (Kafka 4.4's columns)"
+    desc.add_argument("--offsets", action="store_true", help=f"one row per partition, {view}")
+    desc.add_argument("--members", action="store_true", help=f"one row per member, {view}")
+    desc.add_argument("--state", action="store_true", help=f"the group's state, {view}")
+    desc.add_argument("--verbose", action="store_true",
+                      help="with --members: member epochs, current and target assignments; with --state: "
+                           "the group and target assignment epochs; with --offsets: leader epochs")
     _add_bootstrap(desc)
     desc.set_defaults(func=lambda a: _run(_groups_describe, a, "shoal groups describe"))
     reset = gsub.add_parser("reset-offsets", help="plan (and with --execute commit) new offsets for inactive groups")

@@ -1,9 +1,12 @@
 """`shoal groups list|describe`: consumer groups over the wire, as kafka-consumer-groups.
 
-list      ListGroups sent to every broker (each coordinator knows only its own groups).
-describe  FindCoordinator, DescribeGroups (members and their decoded assignments),
-          OffsetFetch (committed offsets), Metadata + ListOffsets(latest) to each
-          partition's leader (log end offsets), and the lag of every partition.
+list      ListGroups sent to every broker (each coordinator knows only its own groups), with
+          each group's type (classic or consumer, ListGroups v5+).
+describe  FindCoordinator, then ConsumerGroupDescribe (API 69: member and assignment epochs,
+          current and target assignments) for a consumer-protocol group, DescribeGroups (members
+          and their decoded assignments) for a classic one, as Kafka's admin client does;
+          OffsetFetch (committed offsets), Metadata + ListOffsets(latest) to each partition's
+          leader (log end offsets), and the lag of every partition.
 
 DescribeGroups does not say which member is the group leader, so neither do we.
 """
@@ -13,10 +16,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from shoal.assignors.consumer_protocol import decode_assignment
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from shoal.protocol.generated.describe_groups_request import DescribeGroupsRequest
 from shoal.protocol.generated.list_groups_request import ListGroupsRequest
 from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
@@ -26,6 +31,7 @@ from shoal.tools.wire import ToolClient, ToolError, error_name
 
 __all__ = [
     "GROUP_STATES",
+    "GROUP_TYPES",
     "GroupDescription",
     "GroupListing",
     "MemberInfo",
@@ -35,11 +41,15 @@ __all__ = [
     "format_listings",
     "list_groups",
     "normalize_states",
+    "normalize_types",
+    "type_name",
 ]
 
 # Kafka's group states (classic and consumer protocols), as ListGroups reports them.
 GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
                 "Assigning", "Reconciling")
+# The group types kafka-consumer-groups knows (its --type values), as Kafka's GroupType prints them.
+GROUP_TYPES = ("classic", "consumer")
 LATEST_TIMESTAMP = -1
 _RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
               ErrorCode.NOT_COORDINATOR}
@@ -51,6 +61,7 @@ class GroupListing:
     state: str
     protocol_type: str
     coordinator: int
+    group_type: str = ""  # "classic" / "consumer" (ListGroups v5+); "" from older brokers
 
 
 @dataclass
@@ -60,6 +71,9 @@ class MemberInfo:
     client_id: str
     host: str
     assignment: list[tuple[str, int]] | None  # None: not a consumer-protocol blob we can read
+    # consumer-protocol (KIP-848) members only: None for classic members
+    member_epoch: int | None = None
+    target_assignment: list[tuple[str, int]] | None = None
 
 
 @dataclass
@@ -69,6 +83,7 @@ class PartitionInfo:
     committed: int | None
     log_end: int | None
     owner: MemberInfo | None
+    leader_epoch: int | None = None  # of the committed offset, when the committer gave one
 
     @property
     def lag(self) -> int | None:
@@ -85,6 +100,29 @@ class GroupDescription:
     members: list[MemberInfo] = field(default_factory=list)
     partitions: list[PartitionInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    group_type: str = "classic"
+    # consumer-protocol groups only: None for classic groups
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+
+
+def type_name(group_type: str) -> str:
+    """Kafka's GroupType.toString: "classic" -> "Classic"; "" (a broker too old to say) -> "Unknown"."""
+    return group_type.capitalize() if group_type else "Unknown"
+
+
+def normalize_types(types: Iterable[str]) -> list[str]:
+    """``--type`` values (comma-separated, case-insensitive) in Kafka's spelling; ToolError on others."""
+    out = []
+    for s in types:
+        for part in s.split(","):
+            part = part.strip().lower()
+            if not part:
+                continue
+            if part not in GROUP_TYPES:
+                raise ToolError(f"Invalid types list '{s}'. Valid types are: {', '.join(GROUP_TYPES)}")
+            out.append(part)
+    return out
 
 
 def normalize_states(states: Iterable[str]) -> list[str]:
@@ -113,17 +151,19 @@ def _retrying(fn, attempts: int = 20):  # noqa: ANN001, ANN202 - tiny local help
 
 
 def list_groups(client: ToolClient, states: Iterable[str] = (),
-                errors: list[str] | None = None) -> list[GroupListing]:
-    """Every group of the cluster (ListGroups to each broker), optionally only in ``states``.
+                errors: list[str] | None = None, types: Iterable[str] = ()) -> list[GroupListing]:
+    """Every group of the cluster (ListGroups to each broker), optionally only in ``states`` and of
+    ``types``.
 
     A broker that cannot be asked is reported in ``errors`` (if given, else raised) and skipped.
     """
     wanted = normalize_states(states)
     wanted_lower = {s.lower() for s in wanted}
+    wanted_types = normalize_types(types)
     out: dict[str, GroupListing] = {}
     for node_id in client.all_nodes():
         try:
-            _list_node(client, node_id, wanted, out)
+            _list_node(client, node_id, wanted, out, wanted_types)
         except ToolError as e:
             if errors is None:
                 raise
@@ -133,13 +173,16 @@ def list_groups(client: ToolClient, states: Iterable[str] = (),
         # Brokers older than ListGroups v4 report no state (and cannot filter): ask DescribeGroups.
         listings = [g for g in listings
                     if (g.state or _describe_state(client, g.group_id)).lower() in wanted_lower]
+    if wanted_types:  # a broker before ListGroups v5 cannot filter; its groups are all classic
+        listings = [g for g in listings if (g.group_type or "classic") in wanted_types]
     return listings
 
 
-def _list_node(client: ToolClient, node_id: int, wanted: list[str], out: dict[str, GroupListing]) -> None:
+def _list_node(client: ToolClient, node_id: int, wanted: list[str], out: dict[str, GroupListing],
+               types: Iterable[str] = ()) -> None:
     conn = client.node(node_id)
     v = conn.version(ApiKey.LIST_GROUPS)
-    req = ListGroupsRequest(states_filter=wanted if v >= 4 else [])
+    req = ListGroupsRequest(states_filter=wanted if v >= 4 else [], types_filter=list(types) if v >= 5 else [])
 
     def call():  # noqa: ANN202
         resp = conn.send(req, v)
@@ -149,7 +192,8 @@ def _list_node(client: ToolClient, node_id: int, wanted: list[str], out: dict[st
     if code != ErrorCode.NONE:
         raise ToolError(f"ListGroups failed: {error_name(code)}")
     for g in resp.groups:
-        out[g.group_id] = GroupListing(g.group_id, g.group_state if v >= 4 else "", g.protocol_type, node_id)
+        out[g.group_id] = GroupListing(g.group_id, g.group_state if v >= 4 else "", g.protocol_type, node_id,
+                                       g.group_type if v >= 5 else "")
 
 
 def _describe_state(client: ToolClient, group_id: str) -> str:
@@ -159,11 +203,12 @@ def _describe_state(client: ToolClient, group_id: str) -> str:
 
 
 def format_listings(listings: list[GroupListing], with_state: bool = True) -> str:
-    """The `groups list` table: GROUP, STATE, PROTOCOL-TYPE."""
+    """The `groups list` table: GROUP, TYPE, STATE, PROTOCOL-TYPE."""
     if not with_state:
         return "\n".join(g.group_id for g in listings)
-    return format_table(["GROUP", "STATE", "PROTOCOL-TYPE"],
-                        [(g.group_id, g.state or MISSING, g.protocol_type or MISSING) for g in listings])
+    return format_table(["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"],
+                        [(g.group_id, type_name(g.group_type), g.state or MISSING, g.protocol_type or MISSING)
+                         for g in listings])
 
 
 def _decode_member_assignment(protocol_type: str, blob: bytes) -> list[tuple[str, int]] | None:
@@ -177,6 +222,11 @@ def _decode_member_assignment(protocol_type: str, blob: bytes) -> list[tuple[str
 
 def _committed_offsets(conn, group_id: str) -> dict[tuple[str, int], int]:  # noqa: ANN001
     """OffsetFetch for all of the group's partitions: {(topic, partition): offset}."""
+    return {tp: off for tp, (off, _) in _committed_with_epochs(conn, group_id).items()}
+
+
+def _committed_with_epochs(conn, group_id: str) -> dict[tuple[str, int], tuple[int, int | None]]:  # noqa: ANN001
+    """OffsetFetch for all of the group's partitions: {(topic, partition): (offset, leader epoch)}."""
     v = conn.version(ApiKey.OFFSET_FETCH)
     if v >= 8:
         req = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=None)])
@@ -196,11 +246,12 @@ def _committed_offsets(conn, group_id: str) -> dict[tuple[str, int], int]:  # no
     (topics, code), _ = _retrying(call)
     if code != ErrorCode.NONE:
         raise ToolError(f"OffsetFetch for group {group_id!r} failed: {error_name(code)}")
-    out: dict[tuple[str, int], int] = {}
+    out: dict[tuple[str, int], tuple[int, int | None]] = {}
     for t in topics:
         for p in t.partitions:
             if p.error_code == ErrorCode.NONE and p.committed_offset >= 0:
-                out[(t.name, p.partition_index)] = p.committed_offset
+                epoch = getattr(p, "committed_leader_epoch", -1) if v >= 5 else -1
+                out[(t.name, p.partition_index)] = (p.committed_offset, epoch if epoch >= 0 else None)
     return out
 
 
@@ -254,12 +305,42 @@ def list_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]], time
     return out
 
 
-def describe_group(client: ToolClient, group_id: str) -> GroupDescription:
-    """Everything `groups describe` prints; ToolError if the group does not exist."""
-    conn = client.find_coordinator(group_id)
-    coordinator = next(((n, h, p) for n, (h, p) in client.brokers.items() if (h, p) == (conn.host, conn.port)),
-                       (-1, conn.host, conn.port))
+def _consumer_group_describe(conn, group_id: str) -> Any | None:  # noqa: ANN001
+    """ConsumerGroupDescribe (API 69) of ``group_id``; None when the broker does not know the API or
+    the group is not a consumer-protocol group (GROUP_ID_NOT_FOUND: Kafka's admin client then asks
+    DescribeGroups, and so do we)."""
+    if ApiKey.CONSUMER_GROUP_DESCRIBE not in conn.api_versions:
+        return None
 
+    def call():  # noqa: ANN202
+        g = conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id])).groups[0]
+        return g, g.error_code
+
+    g, code = _retrying(call)
+    if code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    if code != ErrorCode.NONE:
+        raise ToolError(f"ConsumerGroupDescribe for group {group_id!r} failed: {error_name(code)}")
+    return g
+
+
+def _partitions(assignment: Any) -> list[tuple[str, int]]:
+    return sorted((t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
+
+
+def _from_consumer_describe(g: Any, group_id: str, coordinator: tuple[int, str, int]) -> GroupDescription:
+    desc = GroupDescription(group_id, coordinator, g.group_state, "consumer", g.assignor_name,
+                            group_type="consumer", group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch)
+    for m in g.members:
+        desc.members.append(MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                       _partitions(m.assignment), member_epoch=m.member_epoch,
+                                       target_assignment=_partitions(m.target_assignment)))
+    return desc
+
+
+def _from_describe_groups(conn, group_id: str, coordinator: tuple[int, str, int]  # noqa: ANN001
+                          ) -> tuple[GroupDescription, bool]:
+    """DescribeGroups of a classic group: (its description, whether the broker reported it Dead)."""
     def call():  # noqa: ANN202
         resp = conn.send(DescribeGroupsRequest(groups=[group_id]))
         g = resp.groups[0]
@@ -270,22 +351,57 @@ def describe_group(client: ToolClient, group_id: str) -> GroupDescription:
         raise ToolError(f"Consumer group '{group_id}' does not exist.")
     if code != ErrorCode.NONE:
         raise ToolError(f"DescribeGroups for group {group_id!r} failed: {error_name(code)}")
-    committed = _committed_offsets(conn, group_id)
-    if g.group_state == "Dead" and not committed:
-        raise ToolError(f"Consumer group '{group_id}' does not exist.")
     desc = GroupDescription(group_id, coordinator, g.group_state, g.protocol_type, g.protocol_data)
-    owners: dict[tuple[str, int], MemberInfo] = {}
     for m in g.members:
-        info = MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                          _decode_member_assignment(g.protocol_type, m.member_assignment))
-        desc.members.append(info)
+        desc.members.append(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                       _decode_member_assignment(g.protocol_type, m.member_assignment)))
+    return desc, g.group_state == "Dead"
+
+
+def describe_group(client: ToolClient, group_id: str) -> GroupDescription:
+    """Everything `groups describe` prints; ToolError if the group does not exist."""
+    conn = client.find_coordinator(group_id)
+    coordinator = next(((n, h, p) for n, (h, p) in client.brokers.items() if (h, p) == (conn.host, conn.port)),
+                       (-1, conn.host, conn.port))
+    g = _consumer_group_describe(conn, group_id)
+    dead = False
+    if g is not None:
+        desc = _from_consumer_describe(g, group_id, coordinator)
+    else:
+        desc, dead = _from_describe_groups(conn, group_id, coordinator)
+    committed = _committed_with_epochs(conn, group_id)
+    if dead and not committed:
+        raise ToolError(f"Consumer group '{group_id}' does not exist.")
+    owners: dict[tuple[str, int], MemberInfo] = {}
+    for info in desc.members:
         for tp in info.assignment or ():
             owners[tp] = info
     keys = set(committed) | set(owners)
     ends = log_end_offsets(client, keys, desc.warnings)
-    desc.partitions = [PartitionInfo(t, p, committed.get((t, p)), ends.get((t, p)), owners.get((t, p)))
+    desc.partitions = [PartitionInfo(t, p, committed[(t, p)][0] if (t, p) in committed else None,
+                                     ends.get((t, p)), owners.get((t, p)),
+                                     committed[(t, p)][1] if (t, p) in committed else None)
                        for t, p in sorted(keys)]
     return desc
+
+
+def _member_table(desc: GroupDescription) -> str:
+    """One row per member; a consumer-protocol group's rows add the member epoch and, last, the target
+    assignment the member is reconciling towards."""
+    consumer = desc.group_type == "consumer"
+    rows = []
+    for m in desc.members:
+        n = MISSING if m.assignment is None else len(m.assignment)
+        shown = "(unreadable)" if m.assignment is None else compact_partitions(m.assignment)
+        if consumer:
+            rows.append((m.member_id, m.group_instance_id, m.client_id, m.host, m.member_epoch, n, shown,
+                         compact_partitions(m.target_assignment or ())))
+        else:
+            rows.append((m.member_id, m.group_instance_id, m.client_id, m.host, n, shown))
+    headers = ["CONSUMER-ID", "GROUP-INSTANCE-ID", "CLIENT-ID", "HOST"]
+    headers += ["MEMBER-EPOCH", "#PARTITIONS", "ASSIGNMENT", "TARGET-ASSIGNMENT"] if consumer \
+        else ["#PARTITIONS", "ASSIGNMENT"]
+    return format_table(headers, rows)
 
 
 def format_description(desc: GroupDescription) -> str:
@@ -294,20 +410,17 @@ def format_description(desc: GroupDescription) -> str:
     lines = [
         f"Group:          {desc.group_id}",
         f"Coordinator:    {host}:{port} (id: {node})",
+        f"Type:           {type_name(desc.group_type)}",
         f"State:          {desc.state}",
         f"Protocol type:  {desc.protocol_type or MISSING}",
         f"Assignor:       {desc.protocol or MISSING}",
-        f"Members:        {len(desc.members)}",
-        "",
     ]
+    if desc.group_epoch is not None:
+        lines += [f"Group epoch:    {desc.group_epoch}",
+                  f"Target epoch:   {MISSING if desc.assignment_epoch is None else desc.assignment_epoch}"]
+    lines += [f"Members:        {len(desc.members)}", ""]
     if desc.members:
-        rows = []
-        for m in desc.members:
-            n = MISSING if m.assignment is None else len(m.assignment)
-            shown = "(unreadable)" if m.assignment is None else compact_partitions(m.assignment)
-            rows.append((m.member_id, m.group_instance_id, m.client_id, m.host, n, shown))
-        lines += [format_table(["CONSUMER-ID", "GROUP-INSTANCE-ID", "CLIENT-ID", "HOST", "#PARTITIONS",
-                                "ASSIGNMENT"], rows), ""]
+        lines += [_member_table(desc), ""]
     else:
         lines += [f"Consumer group '{desc.group_id}' has no active members.", ""]
     if desc.partitions:

@@ -93,16 +93,24 @@ def test_groups_list_describe_and_offsets_dump(shoal_cluster):
 
         listed = shoal_cli("groups", "list", "--bootstrap-server", bootstrap)
         assert listed.returncode == 0, listed.stderr
-        assert [GROUP, "Stable", "consumer"] in rows(listed.stdout)
+        assert [GROUP, "Classic", "Stable", "consumer"] in rows(listed.stdout)
 
+        # --state / --type: kafka-consumer-groups' GROUP [TYPE] [STATE] table
         stable_only = shoal_cli("groups", "list", "--state", "stable", "--bootstrap-server", bootstrap)
-        assert [GROUP, "Stable", "consumer"] in rows(stable_only.stdout)
+        assert rows(stable_only.stdout)[0] == ["GROUP", "STATE"] and [GROUP, "Stable"] in rows(stable_only.stdout)
+        typed = shoal_cli("groups", "list", "--type", "classic", "--state", "--bootstrap-server", bootstrap)
+        assert [GROUP, "Classic", "Stable"] in rows(typed.stdout), typed.stdout
+        none = shoal_cli("groups", "list", "--type", "consumer", "--bootstrap-server", bootstrap)
+        assert none.returncode == 0 and GROUP not in none.stdout
+        bad = shoal_cli("groups", "list", "--type", "share", "--bootstrap-server", bootstrap)
+        assert bad.returncode == 1 and "Invalid types list 'share'" in bad.stderr
         empty_only = shoal_cli("groups", "list", "--state", "Empty", "--bootstrap-server", bootstrap)
         assert empty_only.returncode == 0 and GROUP not in empty_only.stdout
 
         described = shoal_cli("groups", "describe", GROUP, "--bootstrap-server", bootstrap)
         assert described.returncode == 0, described.stderr
         out = described.stdout
+        assert re.search(r"^Type:\s+Classic$", out, re.M), out
         assert re.search(r"^State:\s+Stable$", out, re.M), out
         assert re.search(r"^Protocol type:\s+consumer$", out, re.M), out
         assert re.search(r"^Assignor:\s+(range|roundrobin|cooperative-sticky)$", out, re.M), out
@@ -180,3 +188,49 @@ def test_clear_errors_for_a_missing_group_and_an_unreachable_broker(shoal):
         assert res.returncode == 1, res
         assert f"cannot connect to broker 127.0.0.1:{port}" in res.stderr, res.stderr
         assert "Traceback" not in res.stderr
+
+
+def test_describe_a_consumer_protocol_group_shows_epochs(shoal_cluster):
+    """A KIP-848 group (confluent-kafka, group.protocol=consumer): ConsumerGroupDescribe's type, group
+    and member epochs and target assignments, in shoal's summary and in Kafka's --members/--state views."""
+    bootstrap = shoal_cluster.bootstrap
+    setup_topic(bootstrap)
+    group = "cli-kip848"
+    consumers = [Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                           "client.id": f"k{i}", "enable.auto.commit": False}) for i in range(2)]
+    try:
+        for c in consumers:
+            c.subscribe([TOPIC])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for c in consumers:
+                c.poll(0.05)
+            if all(c.assignment() for c in consumers) and sum(len(c.assignment()) for c in consumers) == PARTITIONS:
+                break
+        for _ in range(10):
+            for c in consumers:
+                c.poll(0.05)
+        listed = shoal_cli("groups", "list", "--type", "--bootstrap-server", bootstrap)
+        assert [group, "Consumer"] in rows(listed.stdout), listed.stdout
+        out = shoal_cli("groups", "describe", group, "--bootstrap-server", bootstrap).stdout
+        assert re.search(r"^Type:\s+Consumer$", out, re.M), out
+        assert re.search(r"^Assignor:\s+uniform$", out, re.M), out
+        epoch = int(re.search(r"^Group epoch:\s+(\d+)$", out, re.M).group(1))
+        assert epoch >= 2 and re.search(rf"^Target epoch:\s+{epoch}$", out, re.M), out
+        member_rows = {r[0]: r for r in rows(out) if len(r) == 8 and r[2] in ("k0", "k1")}
+        assert len(member_rows) == 2, out
+        for c in consumers:
+            r = member_rows[c.memberid()]
+            mine = f"{TOPIC}({','.join(str(tp.partition) for tp in sorted(c.assignment(), key=lambda tp: tp.partition))})"
+            assert r[4] == str(epoch) and r[6] == mine and r[7] == mine, r
+        members = shoal_cli("groups", "describe", "--group", group, "--members", "--verbose",
+                            "--bootstrap-server", bootstrap)
+        assert rows(members.stdout)[1][:5] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert rows(members.stdout)[1][5:] == ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                                               "TARGET-ASSIGNMENT"]
+        state = shoal_cli("groups", "describe", "--group", group, "--state", "--verbose",
+                          "--bootstrap-server", bootstrap)
+        assert rows(state.stdout)[2][-5:] == ["uniform", "Stable", str(epoch), str(epoch), "2"], state.stdout
+    finally:
+        for c in consumers:
+            c.close()

@@ -236,3 +236,91 @@ def test_transactions_tool(shoal_reference, kafka_broker):
     mask_cell(results, "CoordinatorId", 0)
     mask_cell(results, "CoordinatorId", 7)  # TransactionDurationMs: how long ago it began
     assert_same(results)
+
+
+CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+_B64_MEMBER = re.compile(r"(?<![\w+/])[A-Za-z0-9+/_-]{22}(?![\w+/])")  # a KIP-848 member id (a base64 uuid)
+
+
+def _consumer_protocol_group(bs: str, topic: str, group: str, timeout: float = 30) -> list:
+    """Two confluent-kafka consumers with group.protocol=consumer on 4 partitions, polled until they
+    hold every partition; the first commits offset 3 on its partitions."""
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import TopicPartition
+
+    consumers = [CKConsumer({"bootstrap.servers": bs, "group.id": group, "group.protocol": "consumer",
+                             "client.id": f"c{i}", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                 for i in range(2)]
+    for c in consumers:
+        c.subscribe([topic])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(0.05)
+        owned = [c.assignment() for c in consumers]
+        if all(owned) and sum(len(a) for a in owned) == 4:
+            break
+    else:
+        raise AssertionError("the consumer group did not cover its partitions in time")
+    mine = consumers[0].assignment()
+    consumers[0].commit(offsets=[TopicPartition(topic, tp.partition, 3) for tp in mine], asynchronous=False)
+    for _ in range(10):  # a few heartbeats: every member has acknowledged its assignment
+        for c in consumers:
+            c.poll(0.05)
+    return consumers
+
+
+def test_consumer_protocol_group_tool(shoal_reference, kafka_broker):
+    """A KIP-848 group: on each broker, shoal's `groups list --type` and `groups describe --offsets |
+    --members | --state [--verbose]` print exactly what Kafka's ConsumerGroupCommand prints for the same
+    state (Kafka's tool against shoal too); then shoal's tool on shoal and on Kafka agree on what is
+    deterministic (member ids, and the epochs, which count heartbeats that raced, are hidden)."""
+    tag = uuid.uuid4().hex[:8]
+    t, g = f"tk-{tag}", f"tk-{tag}-g"
+    views = [["--describe", "--group", g, "--offsets"], ["--describe", "--group", g, "--offsets", "--verbose"],
+             ["--describe", "--group", g, "--members"], ["--describe", "--group", g, "--members", "--verbose"],
+             ["--describe", "--group", g, "--state"], ["--describe", "--group", g, "--state", "--verbose"]]
+    ours: dict[str, list[str]] = {}
+    for kind, bs in (("shoal", shoal_reference.bootstrap_servers), ("kafka", kafka_broker.bootstrap_servers)):
+        run = runner(bs)
+        run("topics", "create", "--topic", t, "--partitions", "4")
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+        for i in range(40):
+            p.produce(t, value=b"%d" % i, partition=i % 4)
+        assert p.flush(15) == 0
+        consumers = _consumer_protocol_group(bs, t, g)
+        try:
+            ours[kind] = []
+            for args in [["--list", "--type"], ["--list", "--type", "consumer", "--state"], *views]:
+                for c in consumers:
+                    c.poll(0.01)
+                theirs = kafka_broker.java(CONSUMER_GROUP_COMMAND, "--bootstrap-server", bs, *args, timeout=120)
+                shoal_args = ["list" if a == "--list" else "describe" if a == "--describe" else a for a in args]
+                r = subprocess.run([sys.executable, "-m", "shoal.cli", "groups", *shoal_args, "--bootstrap-server",
+                                    bs], capture_output=True, text=True, timeout=60)
+                got, want = r.stdout, theirs.stdout
+                if args[0] == "--list":  # other tests' groups are listed too
+                    got, want = ("\n".join(ln for ln in x.splitlines() if ln.startswith(("GROUP ", g)))
+                                 for x in (got, want))
+                assert (r.returncode, got, r.stderr) == (theirs.returncode, want, theirs.stderr), \
+                    f"{kind}: {args}\nshoal's tool:\n{got}{r.stderr}\nKafka's tool:\n{want}{theirs.stderr}"
+                ours[kind].append(got)
+        finally:
+            for c in consumers:
+                c.close()
+    for kind, outputs in ours.items():
+        shown = []
+        for args, text in zip([["list"], ["list"], *views], outputs, strict=True):
+            text = re.sub(r"127\.0\.0\.1:\d+\s+\(\d+\)", "<node>", text)  # COORDINATOR (ID)
+            text = _B64_MEMBER.sub("<member>", normalise(text))
+            lines = text.splitlines()
+            if "--verbose" in args and "--members" in args or "--state" in args and "--verbose" in args:
+                lines = [re.sub(r"\b\d+\b", "<n>", ln) for ln in lines]  # the epochs
+            if "--offsets" in args or "--members" in args:  # who owns which partitions is the assignor's choice
+                lines = [re.sub(r"\b[0-3](,[0-3])?\b", "<p>", ln) for ln in lines]
+                lines = [re.sub(r"(<member> <host>) c\d", r"\1 <client>", ln) for ln in lines]
+                lines = lines[:2] + sorted(lines[2:])
+            shown.append("\n".join(lines))
+        ours[kind] = shown
+    for i, (s, k) in enumerate(zip(ours["shoal"], ours["kafka"], strict=True)):
+        assert s == k, f"view {i} differs:\nshoal: {s}\nkafka: {k}"
