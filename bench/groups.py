@@ -493,6 +493,8 @@ def _run_target(target, args, sizes: list[int], out: dict) -> None:  # noqa: ANN
     _prepare(target.bootstrap, topic, partitions, 0)
     _prepare(target.bootstrap, ttopic, 64, args.records)
     for proto, conf in PROTOCOLS.items():
+        if proto not in args.protocols:
+            continue
         for n in sizes:
             runs = [proto_trial(target.bootstrap, topic, partitions, n, conf, args.trial_timeout)
                     for _ in range(args.repeats)]
@@ -537,7 +539,9 @@ def main_protocols() -> None:
     ap.add_argument("--join-members", type=int, default=10)
     ap.add_argument("--join-every", type=float, default=0.3, help="seconds between two joins")
     ap.add_argument("--quick", action="store_true", help="N=10, one repeat, 5 joining members")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS), help=f"a subset of {','.join(PROTOCOLS)}")
     args = ap.parse_args()
+    args.protocols = args.protocols.split(",")
     if args.quick:
         args.sizes, args.repeats, args.records, args.join_members = "10", 1, 50_000, 5
     sizes = [int(s) for s in args.sizes.split(",")]
