@@ -55,7 +55,8 @@ def _named_topic(ctx: RequestContext, req: MetadataRequest, wanted, topic_ops: i
     the broker and the request allow it."""
     broker = ctx.broker
     name = wanted.name
-    if name is None:  # v10+: by topic id
+    if name is None or wanted.topic_id != _ZERO_ID:
+        # v12+: by topic id whenever one is given, as Kafka (its Java client names the topic "" then)
         info = broker.metadata.by_id.get(wanted.topic_id)
         if info is None:
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id,
