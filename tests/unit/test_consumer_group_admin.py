@@ -13,7 +13,7 @@ from shoal.protocol.generated.describe_groups_request import DescribeGroupsReque
 from shoal.protocol.generated.list_groups_request import ListGroupsRequest
 from shoal.protocol.generated.offset_delete_request import OffsetDeleteRequest
 from shoal.protocol.generated.offset_fetch_request import OffsetFetchRequest
-from tests.unit.test_consumer_group_harness import TOPIC_IDS, CGHarness, Consumer, converge
+from tests.unit.consumer_group_harness import TOPIC_IDS, CGHarness, Consumer, converge
 
 
 def _group() -> tuple[CGHarness, Consumer]:
@@ -29,11 +29,11 @@ def _errors(h: CGHarness, t: int) -> set[int]:
 
 def test_offset_commit_checks_the_member_epoch() -> None:
     h, a = _group()
-    assert _errors(h, h.commit({("t", 0): 10}, generation=1, member_id="a", version=9)) == {0}
+    assert _errors(h, h.commit({("t", 0): 10}, generation=2, member_id="a", version=9)) == {0}
     assert _errors(h, h.commit({("t", 0): 11}, generation=0, member_id="a", version=9)) == {E.STALE_MEMBER_EPOCH}
-    assert _errors(h, h.commit({("t", 0): 11}, generation=1, member_id="x", version=9)) == {E.UNKNOWN_MEMBER_ID}
+    assert _errors(h, h.commit({("t", 0): 11}, generation=2, member_id="x", version=9)) == {E.UNKNOWN_MEMBER_ID}
     assert _errors(h, h.commit({("t", 0): 11}, generation=-1, version=9)) == {E.UNKNOWN_MEMBER_ID}
-    assert _errors(h, h.commit({("t", 0): 11}, generation=1, member_id="a", version=8)) == {E.UNSUPPORTED_VERSION}
+    assert _errors(h, h.commit({("t", 0): 11}, generation=2, member_id="a", version=8)) == {E.UNSUPPORTED_VERSION}
     assert h.fetch({"t": [0]})[("t", 0)][0] == 10
 
 
@@ -53,9 +53,9 @@ def _fetch_v9(h: CGHarness, member_id: str | None, epoch: int) -> int:
 def test_offset_fetch_v9_checks_member_and_epoch() -> None:
     h, a = _group()
     assert _fetch_v9(h, None, -1) == 0
-    assert _fetch_v9(h, "a", 1) == 0
+    assert _fetch_v9(h, "a", 2) == 0
     assert _fetch_v9(h, "a", 7) == E.STALE_MEMBER_EPOCH
-    assert _fetch_v9(h, "x", 1) == E.UNKNOWN_MEMBER_ID
+    assert _fetch_v9(h, "x", 2) == E.UNKNOWN_MEMBER_ID
 
 
 def _offset_delete(h: CGHarness, topics: dict[str, list[int]]) -> dict[tuple[str, int], int]:
@@ -69,7 +69,7 @@ def _offset_delete(h: CGHarness, topics: dict[str, list[int]]) -> dict[tuple[str
 
 def test_offset_delete_refuses_subscribed_topics() -> None:
     h, a = _group()
-    h.commit({("t", 0): 1, ("u", 0): 2}, generation=1, member_id="a", version=9)
+    h.commit({("t", 0): 1, ("u", 0): 2}, generation=2, member_id="a", version=9)
     assert _offset_delete(h, {"t": [0], "u": [0]}) == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): 0}
 
 
@@ -79,7 +79,7 @@ def _delete_group(h: CGHarness, gid: str = "g") -> int:
 
 def test_delete_groups() -> None:
     h, a = _group()
-    h.commit({("t", 0): 1}, generation=1, member_id="a", version=9)
+    h.commit({("t", 0): 1}, generation=2, member_id="a", version=9)
     assert _delete_group(h) == E.NON_EMPTY_GROUP
     a.leave()
     n = len(h.records)
@@ -121,11 +121,11 @@ def test_consumer_group_describe() -> None:
     r = h.describe_cg("g", "nope", "", ops=True)
     g, nope, empty = r.groups
     assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (
-        0, "Reconciling", 2, 2, "uniform")
+        0, "Reconciling", 3, 3, "uniform")
     assert g.authorized_operations == GROUP_OPERATIONS
     ma, mb = sorted(g.members, key=lambda m: m.member_id)
     assert (ma.member_id, ma.instance_id, ma.member_epoch, ma.client_id, ma.subscribed_topic_names) == (
-        "a", "ia", 1, "c", ["t"])
+        "a", "ia", 2, "c", ["t"])
     tp = ma.assignment.topic_partitions[0]
     assert (tp.topic_id, tp.topic_name, tp.partitions) == (TOPIC_IDS["t"], "t", [0, 1, 2, 3, 4, 5])
     assert ma.target_assignment.topic_partitions[0].partitions == [0, 2, 4]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_consumer_group_harness import (
+from tests.unit.consumer_group_harness import (
     CGHarness,
     Consumer,
     converge,

@@ -8,7 +8,7 @@ from shoal.coordinator.group.consumer import records as R
 from shoal.coordinator.group.consumer.member import MemberState
 from shoal.coordinator.group.records import key_version
 from shoal.protocol.errors import ErrorCode as E
-from tests.unit.test_consumer_group_harness import (
+from tests.unit.consumer_group_harness import (
     TOPIC_IDS,
     CGHarness,
     Consumer,
@@ -27,14 +27,14 @@ def test_join_writes_kafkas_records_in_order() -> None:
         R.MEMBER_METADATA, R.PARTITION_METADATA, R.GROUP_METADATA, R.TARGET_ASSIGNMENT_MEMBER,
         R.TARGET_ASSIGNMENT_METADATA, R.CURRENT_MEMBER_ASSIGNMENT]
     g = h.cgroup()
-    assert (g.group_epoch, g.assignment_epoch, g.state_name) == (1, 1, "Stable")
+    assert (g.group_epoch, g.assignment_epoch, g.state_name) == (2, 2, "Stable")
     assert g.members["a"].client_host == "/127.0.0.1" and g.members["a"].rebalance_timeout_ms == 30000
 
 
 def test_member_id_v0_generated_by_coordinator_v1_required() -> None:
     h = CGHarness()
     r = h.hb("", 0, topics=["t"], owned={}, rebalance=1000, version=0)
-    assert r.error_code == 0 and r.member_id == "m1" and r.member_epoch == 1
+    assert r.error_code == 0 and r.member_id == "m1" and r.member_epoch == 2
     r = h.hb("", 0, topics=["t"], owned={}, rebalance=1000, version=1)
     assert r.error_code == E.INVALID_REQUEST and r.error_message == "MemberId can't be empty."
 
@@ -44,9 +44,9 @@ def test_plain_heartbeat_has_no_assignment_unless_it_changed() -> None:
     a = Consumer(h, "a")
     a.join()
     r = a.beat()
-    assert r.error_code == 0 and r.member_epoch == 1 and r.assignment is None
+    assert r.error_code == 0 and r.member_epoch == 2 and r.assignment is None
     # A full request (all of rebalance timeout, topics and owned partitions) gets the assignment again.
-    r = h.hb("a", 1, topics=["t"], owned={"t": {0, 1, 2, 3, 4, 5}}, rebalance=30000)
+    r = h.hb("a", 2, topics=["t"], owned={"t": {0, 1, 2, 3, 4, 5}}, rebalance=30000)
     assert r.assignment is not None and r.assignment.topic_partitions[0].partitions == [0, 1, 2, 3, 4, 5]
 
 
@@ -56,24 +56,24 @@ def test_second_member_partitions_are_revoked_before_reassigned() -> None:
     a.join()
     rb = b.join()
     g = h.cgroup()
-    assert g.group_epoch == 2 and g.assignment_epoch == 2
+    assert g.group_epoch == 3 and g.assignment_epoch == 3
     # b's target partitions are still a's: b gets none yet (UNRELEASED_PARTITIONS), at the new epoch.
-    assert rb.member_epoch == 2 and rb.assignment.topic_partitions == []
+    assert rb.member_epoch == 3 and rb.assignment.topic_partitions == []
     assert g.members["b"].state == MemberState.UNRELEASED_PARTITIONS
     assert g.state_name == "Reconciling"
-    # a must revoke first: it stays in epoch 1 with its kept partitions, and UNREVOKED_PARTITIONS.
-    ra = h.hb("a", 1, owned={"t": {0, 1, 2, 3, 4, 5}})
-    assert ra.member_epoch == 1 and ra.assignment.topic_partitions[0].partitions == [0, 2, 4]
+    # a must revoke first: it stays in epoch 2 with its kept partitions, and UNREVOKED_PARTITIONS.
+    ra = h.hb("a", 2, owned={"t": {0, 1, 2, 3, 4, 5}})
+    assert ra.member_epoch == 2 and ra.assignment.topic_partitions[0].partitions == [0, 2, 4]
     assert g.members["a"].state == MemberState.UNREVOKED_PARTITIONS
     assert g.members["a"].pending_revocation == {T: frozenset({1, 3, 5})}
     assert_exclusive(g)
     # Still owning them: nothing moves.
-    assert h.hb("a", 1, owned={"t": {0, 1, 2, 3, 4, 5}}).assignment is None
-    assert h.hb("b", 2, owned={}).assignment is None
-    # a lets go: it moves to epoch 2; then b gets the released partitions.
-    ra = h.hb("a", 1, owned={"t": {0, 2, 4}})
-    assert ra.member_epoch == 2 and g.members["a"].state == MemberState.STABLE
-    rb = h.hb("b", 2, owned={})
+    assert h.hb("a", 2, owned={"t": {0, 1, 2, 3, 4, 5}}).assignment is None
+    assert h.hb("b", 3, owned={}).assignment is None
+    # a lets go: it moves to epoch 3; then b gets the released partitions.
+    ra = h.hb("a", 2, owned={"t": {0, 2, 4}})
+    assert ra.member_epoch == 3 and g.members["a"].state == MemberState.STABLE
+    rb = h.hb("b", 3, owned={})
     assert rb.assignment.topic_partitions[0].partitions == [1, 3, 5]
     assert g.state_name == "Stable"
     assert_exclusive(g)
@@ -95,11 +95,11 @@ def test_lost_response_previous_epoch_with_subset_is_accepted() -> None:
     a, b = Consumer(h, "a"), Consumer(h, "b")
     a.join()
     b.join()
-    h.hb("a", 1, owned={"t": {0, 1, 2, 3, 4, 5}})
-    h.hb("a", 1, owned={"t": {0, 2, 4}})  # epoch 2 now; pretend the answer was lost
-    assert h.cgroup().members["a"].member_epoch == 2
-    assert h.hb("a", 1, owned={"t": {0, 2}}).error_code == 0
-    r = h.hb("a", 1, owned={"t": {0, 1}})  # owns one it should not: fenced
+    h.hb("a", 2, owned={"t": {0, 1, 2, 3, 4, 5}})
+    h.hb("a", 2, owned={"t": {0, 2, 4}})  # epoch 3 now; pretend the answer was lost
+    assert h.cgroup().members["a"].member_epoch == 3
+    assert h.hb("a", 2, owned={"t": {0, 2}}).error_code == 0
+    r = h.hb("a", 2, owned={"t": {0, 1}})  # owns one it should not: fenced
     assert r.error_code == E.FENCED_MEMBER_EPOCH
 
 
@@ -159,7 +159,7 @@ def test_group_max_size_reached() -> None:
     r = h.cg_join("b")
     assert r.error_code == E.GROUP_MAX_SIZE_REACHED
     assert set(h.cgroup().members) == {"a"}
-    assert h.hb("a", 1, owned={"t": {0, 1, 2, 3, 4, 5}}).error_code == 0  # members still heartbeat
+    assert h.hb("a", 2, owned={"t": {0, 1, 2, 3, 4, 5}}).error_code == 0  # members still heartbeat
 
 
 def test_leave_moves_partitions_and_writes_tombstones() -> None:
@@ -174,10 +174,24 @@ def test_leave_moves_partitions_and_writes_tombstones() -> None:
     assert [(key_version(k), v) for k, v in h.records[n:n + 3]] == [
         (R.CURRENT_MEMBER_ASSIGNMENT, None), (R.TARGET_ASSIGNMENT_MEMBER, None), (R.MEMBER_METADATA, None)]
     assert key_version(h.records[n + 3][0]) == R.GROUP_METADATA
-    assert set(h.cgroup().members) == {"b"} and h.cgroup().group_epoch == 3
+    assert set(h.cgroup().members) == {"b"} and h.cgroup().group_epoch == 4
     converge([b])
     assert b.partitions() == set(range(6))
     assert a.leave().error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_group_starts_at_epoch_one_and_its_epochs_meet_when_it_empties() -> None:
+    """As Kafka 4.4: a new group is at epoch 1 (KAFKA-20268), so its first member gets epoch 2; when the
+    last member leaves, the assignment epoch record follows the group epoch's (KAFKA-20442)."""
+    h = CGHarness()
+    a = Consumer(h, "a")
+    assert a.join().member_epoch == 2
+    converge([a])
+    n = len(h.records)
+    a.leave()
+    assert [key_version(k) for k, _ in h.records[n:]][-2:] == [R.GROUP_METADATA, R.TARGET_ASSIGNMENT_METADATA]
+    g = replayed(h).groups["g"]
+    assert (g.group_epoch, g.assignment_epoch, g.state_name) == (3, 3, "Empty")
 
 
 def test_subscription_change_bumps_epoch_and_unsubscribed_member_gets_nothing() -> None:
@@ -202,14 +216,14 @@ def test_topic_created_grown_and_deleted_later_reassign_at_next_heartbeat() -> N
     assert a.partitions("t") == {0, 1} and a.partitions("u") == set()
     h.set_topic("u", 3)  # created
     a.beat()
-    assert h.cgroup().group_epoch == 2 and a.partitions("u") == {0, 1, 2}
+    assert h.cgroup().group_epoch == 3 and a.partitions("u") == {0, 1, 2}
     h.set_topic("t", 4)  # grown
     a.beat()
-    assert h.cgroup().group_epoch == 3 and a.partitions("t") == {0, 1, 2, 3}
+    assert h.cgroup().group_epoch == 4 and a.partitions("t") == {0, 1, 2, 3}
     h.topics.remove("u")  # deleted
     a.beat()
     converge([a])
-    assert h.cgroup().group_epoch == 4 and a.partitions("u") == set()
+    assert h.cgroup().group_epoch == 5 and a.partitions("u") == set()
 
 
 def test_classic_group_with_members_is_not_a_consumer_group() -> None:

@@ -8,7 +8,7 @@ from shoal.assignors.consumer_protocol import decode_assignment, encode_assignme
 from shoal.assignors.types import Assignment, Subscription, TopicPartition
 from shoal.coordinator.group.group import ClassicGroup
 from shoal.protocol.errors import ErrorCode as E
-from tests.unit.test_consumer_group_harness import CGHarness, Consumer, assert_exclusive, replayed, snapshot
+from tests.unit.consumer_group_harness import CGHarness, Consumer, assert_exclusive, replayed, snapshot
 
 
 def sub(owned: set[int] = frozenset()) -> bytes:  # type: ignore[assignment]

@@ -9,7 +9,7 @@ from shoal.coordinator.group.consumer.regex import compile_regex, invalid_regex_
 from shoal.protocol.errors import ErrorCode as E
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.offset_delete_request import OffsetDeleteRequest
-from tests.unit.test_consumer_group_harness import CGHarness, Consumer, converge, replayed, snapshot
+from tests.unit.consumer_group_harness import CGHarness, Consumer, converge, replayed, snapshot
 
 
 class RegexConsumer(Consumer):

@@ -11,7 +11,7 @@ from shoal.coordinator.group.consumer.reconciliation import reconcile
 from shoal.coordinator.group.formatter import format_record
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.delete_groups_request import DeleteGroupsRequest
-from tests.unit.test_consumer_group_harness import CGHarness, Consumer, converge, replayed, snapshot
+from tests.unit.consumer_group_harness import CGHarness, Consumer, converge, replayed, snapshot
 
 T = uuid.UUID(int=1)
 
@@ -27,7 +27,7 @@ def test_replay_gives_the_same_state_at_every_step() -> None:
     _check(h)
     b.join()
     _check(h)
-    a._apply(h.hb("a", 1, owned={"t": set(range(6))}))  # revoking
+    a._apply(h.hb("a", 2, owned={"t": set(range(6))}))  # revoking
     _check(h)
     c.join()
     converge([a, b, c])

@@ -14,7 +14,7 @@ from shoal.protocol.generated.consumer_group_describe_request import ConsumerGro
 from shoal.protocol.generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from shoal.storage.config import LogConfig
 from shoal.storage.manager import LogManager
-from tests.unit.test_consumer_group_harness import TOPIC_IDS, SpreadAssignor
+from tests.unit.consumer_group_harness import TOPIC_IDS, SpreadAssignor
 
 CFG = GroupConfig(offsets_topic_num_partitions=4)
 GROUPS = [f"cg-{i}" for i in range(6)]
@@ -38,7 +38,7 @@ async def _scenario(tmp_path) -> None:
     for gid in GROUPS:
         r = await rt.handle(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, _join(gid, "m"), client_id="c",
                             client_host="/127.0.0.1")
-        assert (r.error_code, r.member_epoch) == (0, 1)
+        assert (r.error_code, r.member_epoch) == (0, 2)
     assert len({rt.partition_for(g) for g in GROUPS}) > 1  # the describe below is split
     ask = ConsumerGroupDescribeRequest(group_ids=[*GROUPS, "nope"])
     d = await rt.handle(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, ask)
@@ -53,11 +53,11 @@ async def _scenario(tmp_path) -> None:
         await rt2.load_partition(p)
     d2 = await rt2.handle(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, ask)
     assert d2 == d
-    hb = ConsumerGroupHeartbeatRequest(group_id=GROUPS[0], member_id="m", member_epoch=1,
+    hb = ConsumerGroupHeartbeatRequest(group_id=GROUPS[0], member_id="m", member_epoch=2,
                                        topic_partitions=[ConsumerGroupHeartbeatRequest.TopicPartitions(
                                            topic_id=TOPIC_IDS["t"], partitions=[0, 1, 2, 3])])
     r = await rt2.handle(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, hb)
-    assert (r.error_code, r.member_epoch) == (0, 1)
+    assert (r.error_code, r.member_epoch) == (0, 2)
     await rt2.close()
     lm2.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shoal.coordinator.group.consumer.member import MemberState
 from shoal.protocol.errors import ErrorCode as E
-from tests.unit.test_consumer_group_harness import TOPIC_IDS, CGHarness, Consumer, converge
+from tests.unit.consumer_group_harness import TOPIC_IDS, CGHarness, Consumer, converge
 
 T = TOPIC_IDS["t"]
 
@@ -42,11 +42,11 @@ def test_revocation_deadline_fences_a_member_that_does_not_revoke() -> None:
     b = Consumer(h, "b")
     a.join()
     b.join()
-    h.hb("a", 1, owned={"t": set(range(6))})  # told to revoke 1, 3, 5
+    h.hb("a", 2, owned={"t": set(range(6))})  # told to revoke 1, 3, 5
     assert h.cgroup().members["a"].state == MemberState.UNREVOKED_PARTITIONS
     for _ in range(3):
         h.advance(4000)
-        h.hb("a", 1, owned={"t": set(range(6))})  # keeps heartbeating, never revokes
+        h.hb("a", 2, owned={"t": set(range(6))})  # keeps heartbeating, never revokes
         b.beat()
     assert "a" not in h.cgroup().members
     converge([b])
@@ -135,7 +135,7 @@ def test_static_member_leave_for_good() -> None:
 
 
 def test_on_loaded_rearms_session_timers() -> None:
-    from tests.unit.test_consumer_group_harness import replayed
+    from tests.unit.consumer_group_harness import replayed
     h = CGHarness()
     Consumer(h, "a").join()
     fresh = replayed(h)

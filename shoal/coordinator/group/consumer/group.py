@@ -44,10 +44,10 @@ class ConsumerGroupState(Enum):
 class ConsumerGroup:
     """One consumer group of a shard (a `types.Group`)."""
 
-    def __init__(self, group_id: str) -> None:
+    def __init__(self, group_id: str, epoch: int = 0) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        self.group_epoch = epoch
+        self.assignment_epoch = epoch
         self.state = ConsumerGroupState.EMPTY
         self.members: dict[str, ConsumerMember] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id

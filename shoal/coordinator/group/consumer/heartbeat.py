@@ -68,6 +68,10 @@ class _Step:
     after: list[Callable[[], None]] = field(default_factory=list)
 
 
+# Kafka 4.4 (KAFKA-20268) creates a consumer group at epoch 1 with an empty target assignment at epoch 1:
+# the first computed assignment is epoch 2, and 0 stays reserved for a member joining.
+NEW_GROUP_EPOCH = 1
+
 class ConsumerGroupManager:
     """The consumer group type of one shard (a `types.GroupTypeManager`)."""
 
@@ -162,13 +166,13 @@ class ConsumerGroupManager:
         group = self.groups.get(group_id)
         if group is None and not create:
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        if group is None:
-            return ConsumerGroup(group_id)  # exists once its records are replayed
+        if group is None:  # exists once its records are replayed
+            return ConsumerGroup(group_id, NEW_GROUP_EPOCH)
         if isinstance(group, ConsumerGroup):
             return group
         if create and group.type == GroupType.CLASSIC and group.is_empty():
             step.records.extend(group.tombstone_records())
-            return ConsumerGroup(group_id)
+            return ConsumerGroup(group_id, NEW_GROUP_EPOCH)
         migration = self.shard.migration
         if create and isinstance(group, ClassicGroup) and migration.can_upgrade(group):
             return migration.upgrade(group, now_ms)
@@ -353,6 +357,10 @@ class ConsumerGroupManager:
         if metadata != group.subscription_metadata:
             step.records.append(R.subscription_metadata_record(gid, metadata))
         step.records.append(R.group_epoch_record(gid, group.group_epoch + 1))
+        if set(group.members) <= {member.member_id}:
+            # The group is left empty: its assignment epoch catches up (Kafka 4.4, KAFKA-20442), so an
+            # empty group's two epochs are equal.
+            step.records.append(R.target_epoch_record(gid, group.group_epoch + 1))
         step.after.append(lambda: self._cancel_timers(gid, member.member_id))
         step.after.append(lambda: self._keep_resolved(gid, resolved))
 
