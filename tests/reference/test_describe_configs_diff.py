@@ -57,6 +57,9 @@ ALLOWED: dict[tuple[int, str], tuple[frozenset[str], str]] = {
         "default, which the 3.9 clients' suites expect. A decision for the lead, not a bug fix"),
     (TOPIC, "message.timestamp.after.max.ms"): (
         frozenset({"value", "synonyms"}), "the broker default above (log.message.timestamp.after.max.ms)"),
+    (BROKER, "group.coordinator.rebalance.protocols"): (
+        frozenset({"value", "synonyms"}), "Kafka 4.4's default also enables streams groups (KIP-1071), which shoal "
+        "does not serve: shoal's default is classic,consumer"),
 }
 
 # Names only one side reports (besides Kafka's broker configs that shoal does not know).

@@ -10,8 +10,9 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 _INT32_MAX = 2**31 - 1
 
-# Kafka's GroupType names accepted by group.coordinator.rebalance.protocols ("share" is not served).
-REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
+# Kafka's GroupType names accepted by group.coordinator.rebalance.protocols; "share" and "streams" are
+# accepted (a Kafka 4.4 server.properties starts shoal) but those group types are not served.
+REBALANCE_PROTOCOLS = ("classic", "consumer", "share", "streams")
 
 
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
