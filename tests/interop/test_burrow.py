@@ -27,15 +27,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, timeout: float) -> None:
+def wait_zookeeper(port: int, timeout: float) -> None:
+    """Until ZooKeeper serves (its `srvr` answer names a mode): a listening port is not enough, and
+    Burrow gives up on a ZooKeeper that drops its first session ("Authentication failed: EOF")."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"srvr")
+                answer = b"".join(iter(lambda: s.recv(4096), b""))
+            if b"Mode:" in answer:
+                return
         except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"nothing listens on {port} after {timeout} s")
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"ZooKeeper on {port} does not serve after {timeout} s")
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -67,13 +73,13 @@ def test_burrow_reports_a_groups_lag(shoal, tmp_path: Path):
     zk_port, http_port = free_port(), free_port()
     (tmp_path / "zkdata").mkdir()
     (tmp_path / "zoo.cfg").write_text(f"tickTime=2000\ndataDir={tmp_path / 'zkdata'}\nclientPort={zk_port}\n"
-                                      "admin.enableServer=false\n")
+                                      "admin.enableServer=false\n4lw.commands.whitelist=srvr\n")
     zk = subprocess.Popen([ZK_SERVER, "start-foreground", str(tmp_path / "zoo.cfg")],
                           stdout=open(tmp_path / "zk.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
                           env={"ZOO_LOG_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
     burrow = None
     try:
-        wait_port(zk_port, 60)
+        wait_zookeeper(zk_port, 60)
         (tmp_path / "burrow.toml").write_text(f"""
 [general]
 pidfile="{tmp_path / 'burrow.pid'}"
