@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.protocol.errors import ErrorCode
+from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
 
 from .cluster import KafkaClient, now_ms
@@ -35,7 +35,7 @@ from .errors import (
     error_for,
 )
 from .member_offsets import MemberIdentity, commit_offsets, fetch_offsets
-from .membership import ListenerInvoker
+from .membership import ListenerInvoker, log_commit_failure
 from .protocol import request_class
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
@@ -186,7 +186,7 @@ class ConsumerMember:
         offsets = self.subs.consumed_offsets()
         if offsets and (not self.subs.has_auto_assignment or self.identity().member_epoch > 0):
             task = asyncio.get_running_loop().create_task(self.commit(offsets))
-            task.add_done_callback(_log_commit_failure)
+            task.add_done_callback(log_commit_failure)
 
     # -- the coordinator (the GroupChannel of member_offsets) -----------------------------
 
@@ -347,7 +347,7 @@ class ConsumerMember:
     def on_heartbeat_error(self, code: int, message: str | None) -> None:
         """Apply a heartbeat error as Java's heartbeat manager does."""
         self.sent.reset()
-        name = _name(code)
+        name = error_name(code)
         if code in COORDINATOR_ERRORS:
             log.info("group %s: heartbeat %s; finding the coordinator again", self.group_id, name)
             self.coordinator_dead(f"heartbeat {name}")
@@ -498,7 +498,7 @@ class ConsumerMember:
                 resp = await self.send_group(req, version=version,
                                              timeout_ms=min(self.config["request.timeout.ms"], 5000))
                 if resp.error_code:
-                    log.info("group %s: leave heartbeat answered %s", self.group_id, _name(resp.error_code))
+                    log.info("group %s: leave heartbeat answered %s", self.group_id, error_name(resp.error_code))
         except Exception as e:  # noqa: BLE001 - leaving is best effort
             log.debug("leave heartbeat failed: %r", e)
         self.member_epoch = JOIN_EPOCH
@@ -532,15 +532,3 @@ class ConsumerMember:
 
 
 FENCED_ERROR_SET = frozenset(FENCING_ERRORS)
-
-
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
-
-
-def _log_commit_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("async auto-commit failed: %r", task.exception())

@@ -10,7 +10,7 @@ from typing import Any
 
 from shoal.assignors.types import COOPERATIVE, EAGER, Subscription
 from shoal.assignors.types import ClusterMetadata as AssignorCluster
-from shoal.protocol.errors import ErrorCode
+from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
 
 from . import assignment as ap
@@ -23,6 +23,7 @@ from .errors import (
     RebalanceInProgressError,
     error_for,
 )
+from .membership import log_commit_failure
 from .protocol import request_class
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
@@ -166,7 +167,7 @@ class ConsumerCoordinator:
         if not offsets or (self.subs.has_auto_assignment and self.generation < 0):
             return
         task = asyncio.get_running_loop().create_task(self.commit(offsets))
-        task.add_done_callback(_log_commit_failure)
+        task.add_done_callback(log_commit_failure)
 
     async def _lose_partitions(self) -> None:
         owned = self.subs.assigned()
@@ -335,9 +336,9 @@ class ConsumerCoordinator:
                 for m, a in result.items()]
 
     def _handle_group_error(self, code: int, what: str) -> None:
-        log.info("group %s: %s error %s", self.group_id, what, _name(code))
+        log.info("group %s: %s error %s", self.group_id, what, error_name(code))
         if code in COORDINATOR_ERRORS:
-            self.coordinator_dead(f"{what} {_name(code)}")
+            self.coordinator_dead(f"{what} {error_name(code)}")
         elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             self.reset_generation(lost=True)
         elif code == ErrorCode.REBALANCE_IN_PROGRESS:
@@ -419,14 +420,14 @@ class ConsumerCoordinator:
                 self.last_heartbeat_ok_ms = now_ms()
                 self.rejoin_needed = True
             elif code in GENERATION_ERRORS:
-                log.info("group %s: heartbeat %s: partitions lost", self.group_id, _name(code))
+                log.info("group %s: heartbeat %s: partitions lost", self.group_id, error_name(code))
                 self.reset_generation(lost=True)
                 if code == ErrorCode.FENCED_INSTANCE_ID:
                     self.fatal = error_for(code, "static member fenced by another instance")
             elif code in COORDINATOR_ERRORS:
-                self.coordinator_dead(f"heartbeat {_name(code)}")
+                self.coordinator_dead(f"heartbeat {error_name(code)}")
             else:
-                log.warning("group %s: heartbeat error %s", self.group_id, _name(code))
+                log.warning("group %s: heartbeat error %s", self.group_id, error_name(code))
 
     def _check_session(self) -> None:
         if now_ms() - self.last_heartbeat_ok_ms > self.config["session.timeout.ms"]:
@@ -499,7 +500,7 @@ class ConsumerCoordinator:
                     continue
                 if code in RETRY_ERRORS:
                     if code in COORDINATOR_ERRORS:
-                        self.coordinator_dead(f"OffsetCommit {_name(code)}")
+                        self.coordinator_dead(f"OffsetCommit {error_name(code)}")
                     retry = True
                 elif code == ErrorCode.REBALANCE_IN_PROGRESS:
                     self.rejoin_needed = True
@@ -531,7 +532,7 @@ class ConsumerCoordinator:
                 code = getattr(resp, "error_code", 0)
                 retry = code in RETRY_ERRORS
                 if code in COORDINATOR_ERRORS:
-                    self.coordinator_dead(f"OffsetFetch {_name(code)}")
+                    self.coordinator_dead(f"OffsetFetch {error_name(code)}")
                 elif code and not retry:
                     raise error_for(code, "OffsetFetch")
                 out: dict[TopicPartition, OffsetAndMetadata | None] = {}
@@ -581,15 +582,3 @@ class ConsumerCoordinator:
             self._hb_task.cancel()
             with contextlib.suppress(BaseException):
                 await self._hb_task
-
-
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
-
-
-def _log_commit_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("async auto-commit failed: %r", task.exception())

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shoal.protocol.errors import ErrorCode
+from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
 
 from .cluster import now_ms
@@ -57,13 +57,6 @@ class GroupChannel(Protocol):
         ...
 
 
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
-
-
 async def commit_offsets(channel: GroupChannel, offsets: dict[TopicPartition, OffsetAndMetadata],
                          identity: Callable[[], MemberIdentity], timeout_ms: int | None = None) -> None:
     """OffsetCommit with the member's current epoch (read again before each retry)."""
@@ -105,7 +98,7 @@ def _commit_needs_retry(channel: GroupChannel, resp: Any) -> bool:
                 continue
             if code in RETRY_ERRORS:
                 if code in COORDINATOR_ERRORS:
-                    channel.coordinator_dead(f"OffsetCommit {_name(code)}")
+                    channel.coordinator_dead(f"OffsetCommit {error_name(code)}")
                 retry = True
             elif code in MEMBERSHIP_ERRORS:
                 raise CommitFailedError()
@@ -169,7 +162,7 @@ def _fetch_result(channel: GroupChannel, version: int, resp: Any) -> dict[TopicP
     """The offsets of a response, None to retry; raises for an error that ends the fetch."""
     code, parts = parse_offset_fetch(version, resp)
     if code in COORDINATOR_ERRORS:
-        channel.coordinator_dead(f"OffsetFetch {_name(code)}")
+        channel.coordinator_dead(f"OffsetFetch {error_name(code)}")
     if code in RETRY_ERRORS:
         return None
     if code in MEMBERSHIP_ERRORS:

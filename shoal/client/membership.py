@@ -9,6 +9,8 @@ The consumer talks to either through :class:`GroupMembership` and builds it with
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
@@ -98,3 +100,12 @@ def make_membership(client: KafkaClient, subs: SubscriptionState, config: dict[s
     from .coordinator import ConsumerCoordinator
 
     return ConsumerCoordinator(client, subs, config, assignors, invoke_listener)
+
+
+log = logging.getLogger(__name__)
+
+
+def log_commit_failure(task: asyncio.Task) -> None:
+    """Done-callback of an asynchronous auto-commit: its failure is logged, not raised."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("async auto-commit failed: %r", task.exception())

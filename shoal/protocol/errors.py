@@ -189,6 +189,14 @@ RETRIABLE: frozenset[ErrorCode] = frozenset(
 )
 
 
+def error_name(code: int) -> str:
+    """Kafka's name of an error code, or the number for a code this version does not know."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
 def is_retriable(code: int) -> bool:
     """True if Kafka marks this error code as retriable."""
     try:

@@ -196,6 +196,19 @@ def is_partitioned(assignments: dict[str, set[TP]], expected: set[TP]) -> bool:
     return True
 
 
+# Fast KIP-848 group timers for tests (Kafka's bounds allow them once the minimums are lowered too).
+FAST_CONSUMER_GROUP_TIMERS = {
+    "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000"}
+
+
+def wait_settled(ms: list[Member], everything: set[TP], timeout: float) -> None:
+    """Until every member owns partitions and each partition exactly one member (else AssertionError)."""
+    wait_until(lambda: all(m.assignment for m in ms) and is_partitioned({m.name: m.assignment for m in ms}, everything),
+               timeout, f"partitions settled over {[m.name for m in ms]}")
+    assert_partitioned({m.name: m.assignment for m in ms}, everything)
+
+
 # ---------------------------------------------------------------- admin side
 @dataclass
 class GroupView:

@@ -19,31 +19,19 @@ from shoal.protocol.framing import decode_response_header, encode_request, respo
 from shoal.protocol.generated import api_spec
 from shoal.protocol.generated.api_keys import ApiKey
 from tests.interop.group_helpers import (
+    FAST_CONSUMER_GROUP_TIMERS,
     Member,
-    assert_partitioned,
     committed_offsets,
     create_topic,
-    is_partitioned,
     members,  # noqa: F401 - fixture
     produce,
+    wait_settled,
     wait_until,
 )
 
 PARTS = 6
-# Fast timers for the test (Kafka's bounds allow them once the minimums are lowered too).
-BROKER = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
-          "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000"}
+BROKER = FAST_CONSUMER_GROUP_TIMERS
 CONF = {"group.protocol": "consumer", "max.poll.interval.ms": 15000}
-
-
-def _settled(ms: list[Member], everything: set[tuple[str, int]]) -> bool:
-    """Every consumer owns partitions, and each partition exactly one consumer."""
-    return all(m.assignment for m in ms) and is_partitioned({m.name: m.assignment for m in ms}, everything)
-
-
-def _wait_settled(ms: list[Member], everything: set[tuple[str, int]], timeout: float) -> None:
-    wait_until(lambda: _settled(ms, everything), timeout, f"partitions settled over {[m.name for m in ms]}")
-    assert_partitioned({m.name: m.assignment for m in ms}, everything)
 
 
 def _consumed(ms: list[Member]) -> Counter[tuple[str, int, int]]:
@@ -65,11 +53,11 @@ def test_consumer_protocol_join_rebalance_leave_and_resume(shoal_factory, member
     produce(bs, topic, PARTS, 60)
 
     first = members.start("m0", "confluent", bs, group, [topic], CONF, commit=True)
-    _wait_settled([first], everything, 30)
+    wait_settled([first], everything, 30)
     wait_until(lambda: len(first.records) >= 60, 30, "m0 consumed the first 60 records")
 
     ms = [first] + [members.start(f"m{i}", "confluent", bs, group, [topic], CONF, commit=True) for i in (1, 2)]
-    _wait_settled(ms, everything, 45)
+    wait_settled(ms, everything, 45)
     assert all(len(m.assignment) == 2 for m in ms), {m.name: m.assignment for m in ms}
     desc = _describe(bs, group)
     assert desc.state.name == "STABLE", desc.state  # type: ignore[attr-defined]
@@ -81,7 +69,7 @@ def test_consumer_protocol_join_rebalance_leave_and_resume(shoal_factory, member
     # A consumer that closes leaves the group (epoch -1): its partitions move to the others.
     first.close()
     rest = ms[1:]
-    _wait_settled(rest, everything, 30)
+    wait_settled(rest, everything, 30)
     assert all(len(m.assignment) == 3 for m in rest), {m.name: m.assignment for m in rest}
     produce(bs, topic, PARTS, 60, start=120)
     wait_until(lambda: len(_consumed(ms)) >= 180, 30, "the group consumed 180 records")
@@ -112,7 +100,7 @@ def test_consumer_group_survives_coordinator_failover_and_kill9(shoal_factory, m
     create_topic(bs, topic, PARTS, replication=3)
     everything = {(topic, p) for p in range(PARTS)}
     ms = [members.start(f"fo{i}", "confluent", bs, group, [topic], CONF, commit=True) for i in range(2)]
-    _wait_settled(ms, everything, 45)
+    wait_settled(ms, everything, 45)
     produce(bs, topic, PARTS, 60)
     wait_until(lambda: len(_consumed(ms)) >= 60, 30, "first 60 records consumed")
     wait_until(lambda: sum(committed_offsets(bs, group).values()) == 60, 20, "first 60 committed")
@@ -128,7 +116,7 @@ def test_consumer_group_survives_coordinator_failover_and_kill9(shoal_factory, m
     assert moved[2] == ids, "the group came back with other members"
     produce(live_bs, topic, PARTS, 60, start=60)
     wait_until(lambda: len(_consumed(ms)) >= 120, 60, "next 60 records consumed after the fail-over")
-    _wait_settled(ms, everything, 30)
+    wait_settled(ms, everything, 30)
     assert _members_by_client(live_bs, group)[2] == ids
 
     # kill -9 of the whole broker: state is the replay of the log.

@@ -12,28 +12,18 @@ from __future__ import annotations
 from collections import Counter
 
 from tests.interop.group_helpers import (
-    Member,
-    assert_partitioned,
+    FAST_CONSUMER_GROUP_TIMERS,
     create_topic,
-    is_partitioned,
     members,  # noqa: F401 - fixture
     produce,
+    wait_settled,
     wait_until,
 )
 
 PARTS = 6
-BROKER = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
-          "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000"}
 CLASSIC = {"group.protocol": "classic", "partition.assignment.strategy": "cooperative-sticky",
            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 CONSUMER = {"group.protocol": "consumer", "max.poll.interval.ms": 15000}
-
-
-def _settled(ms: list[Member], everything: set[tuple[str, int]], timeout: float) -> None:
-    wait_until(lambda: all(m.assignment for m in ms)
-               and is_partitioned({m.name: m.assignment for m in ms}, everything), timeout,
-               f"partitions settled over {[m.name for m in ms]}")
-    assert_partitioned({m.name: m.assignment for m in ms}, everything)
 
 
 def _group_type(bootstrap: str, group: str) -> str:
@@ -45,12 +35,12 @@ def _group_type(bootstrap: str, group: str) -> str:
 
 
 def test_classic_group_upgraded_online_and_downgraded(shoal_factory, members):  # noqa: F811
-    shoal = shoal_factory(overrides=BROKER)
+    shoal = shoal_factory(overrides=FAST_CONSUMER_GROUP_TIMERS)
     bs, topic, group = shoal.bootstrap, "mig848", "gmig"
     create_topic(bs, topic, PARTS)
     everything = {(topic, p) for p in range(PARTS)}
     classic = [members.start(f"c{i}", "confluent", bs, group, [topic], CLASSIC, commit=True) for i in range(2)]
-    _settled(classic, everything, 45)
+    wait_settled(classic, everything, 45)
     produce(bs, topic, PARTS, 60)
     wait_until(lambda: sum(len(m.records) for m in classic) >= 60, 30, "the classic members consumed 60")
     assert _group_type(bs, group) == "CLASSIC"
@@ -58,14 +48,14 @@ def test_classic_group_upgraded_online_and_downgraded(shoal_factory, members):  
     # A consumer-protocol member joins: the group becomes a consumer group with mixed members.
     new = members.start("k0", "confluent", bs, group, [topic], CONSUMER, commit=True)
     mixed = [*classic, new]
-    _settled(mixed, everything, 60)
+    wait_settled(mixed, everything, 60)
     assert _group_type(bs, group) == "CONSUMER"
     produce(bs, topic, PARTS, 60, start=60)
     wait_until(lambda: sum(len(m.records) for m in mixed) >= 120, 45, "the mixed group consumed 120")
 
     # The last consumer-protocol member leaves: back to a classic group of the two.
     new.close()
-    _settled(classic, everything, 60)
+    wait_settled(classic, everything, 60)
     wait_until(lambda: _group_type(bs, group) == "CLASSIC", 30, "the group back to classic")
     produce(bs, topic, PARTS, 60, start=120)
     wait_until(lambda: sum(len(m.records) for m in mixed) >= 180, 45, "180 records consumed")
