@@ -50,6 +50,18 @@ def leader_epoch_error(current_epoch: int, requested: int) -> ErrorCode:
     return ErrorCode.FENCED_LEADER_EPOCH if requested < current_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+def leader_error(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int) -> ErrorCode:
+    """Why this node may not answer for the partition (unknown, not its leader, another leader
+    epoch than the client's; -1: the client names none), or NONE."""
+    metadata = ctx.broker.metadata
+    info = metadata.topics.get(topic)
+    if info is None or not 0 <= index < info.num_partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if metadata.leader(topic, index) != ctx.node.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return leader_epoch_error(metadata.leader_epoch(topic, index), current_leader_epoch)
+
+
 class UnsupportedCompression(Exception):
     """A batch compressed with a codec the requested message format does not have."""
 
@@ -92,16 +104,13 @@ def _partition_error(p: int, code: ErrorCode, plog: PartitionLog | None = None) 
 
 def _leader_log(ctx: RequestContext, topic: str | None, fp) -> PartitionLog | ErrorCode:  # noqa: ANN001
     """The partition's log if this node leads it in the epoch the client knows, else the error."""
-    metadata = ctx.broker.metadata
-    p = fp.partition
-    info = metadata.topics.get(topic) if topic is not None else None
-    if topic is None or info is None or not 0 <= p < info.num_partitions:
-        return ErrorCode.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if metadata.leader(topic, p) != ctx.node.node_id:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    epoch_error = leader_epoch_error(metadata.leader_epoch(topic, p), fp.current_leader_epoch)
-    plog = ctx.broker.partition_log(topic, p)
-    return plog if epoch_error == ErrorCode.NONE else epoch_error
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else \
+        leader_error(ctx, topic, fp.partition, fp.current_leader_epoch)
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and ctx.api_version >= 13:
+        return ErrorCode.UNKNOWN_TOPIC_ID  # v13+ names topics by id
+    if code != ErrorCode.NONE or topic is None:
+        return code
+    return ctx.broker.partition_log(topic, fp.partition)
 
 
 def read_partition(ctx: RequestContext, topic: str | None, fp, budget: int, first: bool,  # noqa: ANN001

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
-from shoal.broker.handlers.fetch import leader_epoch_error
+from shoal.broker.handlers.fetch import leader_error
 from shoal.clock import now_ms
 from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
@@ -28,18 +28,6 @@ LATEST_TIERED = -5
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
 _DESCRIBE_TOPIC = (Access(ResourceType.TOPIC, AclOperation.DESCRIBE),)
-
-
-def leader_error(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int) -> ErrorCode:
-    """Why this node may not answer for the partition (unknown, not its leader, another leader
-    epoch than the client's), or NONE."""
-    metadata = ctx.broker.metadata
-    info = metadata.topics.get(topic)
-    if info is None or not 0 <= index < info.num_partitions:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if metadata.leader(topic, index) != ctx.node.node_id:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return leader_epoch_error(metadata.leader_epoch(topic, index), current_leader_epoch)
 
 
 def _offset_for(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int, int]:

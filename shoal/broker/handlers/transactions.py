@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.handlers.fetch import leader_error
 from shoal.broker.handlers.groups import commit_known_topics
 from shoal.broker.metadata import OFFSETS_TOPIC
 from shoal.coordinator.group.responses import error_response as group_error_response
@@ -91,17 +92,6 @@ async def _txn_offset_commit_known(ctx: RequestContext, req: TxnOffsetCommitRequ
         ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
 
 
-def _partition_error(ctx: RequestContext, topic: str, p: int) -> ErrorCode:
-    """UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER if this node cannot answer for it."""
-    metadata = ctx.broker.metadata
-    info = metadata.topics.get(topic)
-    if info is None or not 0 <= p < info.num_partitions:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if metadata.leader(topic, p) != ctx.node.node_id:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return ErrorCode.NONE
-
-
 @handles(ApiKey.WRITE_TXN_MARKERS, access=(Access(ResourceType.CLUSTER, AclOperation.CLUSTER_ACTION),))
 async def write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     txn = ctx.broker.txn_coordinators
@@ -111,7 +101,7 @@ async def write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) ->
         for t in m.topics:
             parts = []
             for p in t.partition_indexes:
-                code = _partition_error(ctx, t.name, p)
+                code = leader_error(ctx, t.name, p, -1)
                 if code == ErrorCode.NONE:
                     code = await txn.write_marker(t.name, p, m.producer_id, m.producer_epoch,
                                                   m.coordinator_epoch, m.transaction_result)
@@ -123,7 +113,7 @@ async def write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) ->
 
 
 def _producers(ctx: RequestContext, topic: str, p: int) -> DescribeProducersResponse.PartitionResponse:
-    code = _partition_error(ctx, topic, p)
+    code = leader_error(ctx, topic, p, -1)
     if code != ErrorCode.NONE:
         return DescribeProducersResponse.PartitionResponse(partition_index=p, error_code=code, active_producers=[])
     state = ctx.broker.partition_log(topic, p).producer_state

@@ -72,6 +72,7 @@ class _Step:
 # the first computed assignment is epoch 2, and 0 stays reserved for a member joining.
 NEW_GROUP_EPOCH = 1
 
+
 class ConsumerGroupManager:
     """The consumer group type of one shard (a `types.GroupTypeManager`)."""
 
@@ -121,10 +122,7 @@ class ConsumerGroupManager:
             log.info("[GroupId %s] ConsumerGroupHeartbeat v%d of member %r at epoch %d refused: %s (%s)", req.group_id,
                      ctx.api_version, req.member_id, req.member_epoch, e.code.name, e.message)
             return ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message)
-        for key, value in step.records:
-            self.shard.emit(key, value)
-        for action in step.after:
-            action()
+        self._apply(step)
         return response
 
     def _heartbeat(self, ctx: ShardRequest, req: Any, step: _Step, now_ms: int) -> ConsumerGroupHeartbeatResponse:
@@ -381,20 +379,14 @@ class ConsumerGroupManager:
         step.after.append(lambda: self._keep_resolved(gid, resolved))
         timeout = updated.classic.session_timeout_ms if updated.classic is not None else None
         step.after.append(lambda: self.schedule_session(gid, mid, now_ms, timeout))
-        for key, value in step.records:
-            self.shard.emit(key, value)
-        for action in step.after:
-            action()
+        self._apply(step)
         return final
 
     def remove(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
         """A member leaves (a classic LeaveGroup): its fencing records, written now."""
         step = _Step()
         self._fence_records(group, member, step, now_ms)
-        for key, value in step.records:
-            self.shard.emit(key, value)
-        for action in step.after:
-            action()
+        self._apply(step)
 
     def fence(self, group_id: str, member_id: str, reason: str, epoch: int | None = None,
               now_ms: int = 0) -> None:
@@ -407,6 +399,10 @@ class ConsumerGroupManager:
         log.info("[GroupId %s] Member %s fenced from the group because %s", group_id, member_id, reason)
         step = _Step()
         self._fence_records(group, member, step, now_ms)
+        self._apply(step)
+
+    def _apply(self, step: _Step) -> None:
+        """Write a step's records (applied at once through the shard's replay), then its timer changes."""
         for key, value in step.records:
             self.shard.emit(key, value)
         for action in step.after:
