@@ -321,9 +321,6 @@ class RecordAccumulator:
                 i += 1
         q.insert(i, batch)
 
-    def has_unsent(self) -> bool:
-        return any(self.batches.values())
-
     def all_batches(self) -> Iterator[ProducerBatch]:
         for q in self.batches.values():
             yield from q

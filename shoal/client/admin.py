@@ -15,9 +15,10 @@ from .cluster import KafkaClient, now_ms
 from .config import ADMIN_DEFAULTS, make_config
 from .consumer import list_offsets
 from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from .member_offsets import offset_commit_topics
 from .protocol import request_class
 from .structs import OffsetAndMetadata, TopicPartition
-from .sync import _LoopThread
+from .sync import _LoopThread, _SyncFace
 
 RETRY_CODES = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
@@ -280,14 +281,8 @@ class AIOAdminClient:
                                   ) -> dict[TopicPartition, KafkaError | None]:
         """OffsetCommit with generation -1 (the group must have no active members)."""
         cls = request_class(ApiKey.OFFSET_COMMIT)
-        by: dict[str, list[Any]] = {}
-        for tp, om in offsets.items():
-            om = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
-            by.setdefault(tp[0], []).append(cls.OffsetCommitRequestPartition(
-                partition_index=tp[1], committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
-                committed_metadata=om.metadata))
         req = cls(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-                  topics=[cls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by.items()])
+                  topics=offset_commit_topics(offsets))
         deadline = now_ms() + self.config["default.api.timeout.ms"]
         while True:
             resp = await self._group_call(group_id, req)
@@ -313,17 +308,13 @@ class AIOAdminClient:
                 for t in resp.topics for p in t.partitions}
 
 
-class AdminClient:
+class AdminClient(_SyncFace):
     """Synchronous face of :class:`AIOAdminClient` (same methods, blocking)."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self._lt = _LoopThread("shoal-admin")
         self._core = AIOAdminClient(config, **kwargs)
-        try:
-            self._lt.run(self._core.start())
-        except BaseException:
-            self._lt.stop()
-            raise
+        self._start()
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._core, name)
@@ -341,9 +332,3 @@ class AdminClient:
         if not self._lt.loop.is_closed():
             self._lt.run(self._core.close())
             self._lt.stop()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

@@ -163,8 +163,7 @@ class AIOConsumer:
     async def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the fetch buffer (then new fetches), at most ``max.poll.records``."""
         self._check_open()
-        if not self._started:
-            await self.start()
+        await self.start()
         assert self.fetcher is not None
         if self.subs.kind == SubscriptionState.NONE:
             raise IllegalStateError("consumer is not subscribed to any topics or assigned any partitions")
@@ -284,8 +283,7 @@ class AIOConsumer:
                           timeout_ms: int | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) and wait for the result."""
         self._check_open()
-        if not self._started:
-            await self.start()
+        await self.start()
         coord = self._require_group()
         if offsets is None:
             offsets = dict(self.subs.consumed_offsets())
@@ -315,15 +313,13 @@ class AIOConsumer:
 
     async def committed(self, partitions: list[TopicPartition], timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
         self._check_open()
-        if not self._started:
-            await self.start()
+        await self.start()
         return await self._require_group().fetch_committed(_tps(partitions), timeout_ms)
 
     async def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int:
         """The offset of the next record to fetch for ``tp`` (resolving it if needed)."""
         self._check_open()
-        if not self._started:
-            await self.start()
+        await self.start()
         tp = TopicPartition(tp[0], tp[1])
         st = self.subs.state(tp)
         if st.position is None:
@@ -355,27 +351,23 @@ class AIOConsumer:
         return {tp for tp, st in self.subs.assignment.items() if st.paused}
 
     async def beginning_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        if not self._started:
-            await self.start()
+        await self.start()
         res = await self._list_offsets({tp: EARLIEST for tp in _tps(partitions)})
         return {tp: off for tp, (off, _ts) in res.items()}
 
     async def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        if not self._started:
-            await self.start()
+        await self.start()
         res = await self._list_offsets({tp: LATEST for tp in _tps(partitions)})
         return {tp: off for tp, (off, _ts) in res.items()}
 
     async def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int] | None]:
-        if not self._started:
-            await self.start()
+        await self.start()
         res = await self._list_offsets({TopicPartition(tp[0], tp[1]): ts for tp, ts in timestamps.items()})
         return {tp: (v if v[0] >= 0 else None) for tp, v in res.items()}
 
     async def topics(self) -> dict[str, list[int]]:
         """Every topic and its partitions."""
-        if not self._started:
-            await self.start()
+        await self.start()
         saved = self.client.all_topics_metadata
         self.client.all_topics_metadata = True
         try:

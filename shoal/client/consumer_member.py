@@ -34,8 +34,14 @@ from .errors import (
     KafkaTimeoutError,
     error_for,
 )
-from .member_offsets import MemberIdentity, commit_offsets, fetch_offsets
-from .membership import ListenerInvoker, log_commit_failure
+from .member_offsets import (
+    COORDINATOR_ERRORS,
+    MEMBERSHIP_ERRORS,
+    MemberIdentity,
+    commit_offsets,
+    fetch_offsets,
+)
+from .membership import ListenerInvoker, MemberBase
 from .protocol import request_class
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
@@ -47,7 +53,6 @@ JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
 REGEX_VERSION = 1
 UNSUPPORTED_MESSAGE = ("the broker does not support group.protocol=consumer (ConsumerGroupHeartbeat, KIP-848); "
                        "set group.protocol=classic until the cluster is upgraded")
-COORDINATOR_ERRORS = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
 FENCING_ERRORS = (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID)
 
 Assignment = dict[uuid.UUID, frozenset[int]]
@@ -88,20 +93,14 @@ class SentFields:
         self.rebalance_timeout_ms, self.topics, self.regex, self.assignor, self.owned = -1, None, None, None, None
 
 
-class ConsumerMember:
+class ConsumerMember(MemberBase):
     """A consumer-protocol member (Java's ConsumerMembershipManager and ConsumerHeartbeatRequestManager)."""
 
     def __init__(self, client: KafkaClient, subs: SubscriptionState, config: dict[str, Any],
                  invoke_listener: ListenerInvoker) -> None:
-        self.client = client
-        self.subs = subs
-        self.config = config
-        self.group_id: str = config["group.id"]
-        self.instance_id: str | None = config.get("group.instance.id") or None
+        super().__init__(client, subs, config, invoke_listener)
         self.rack_id: str | None = config.get("client.rack") or None
         self.server_assignor: str | None = config.get("group.remote.assignor") or None
-        self.invoke_listener = invoke_listener
-        self.coordinator_id: int | None = None
         self.member_id = new_member_id()
         self.member_epoch = JOIN_EPOCH
         self.state = MemberState.UNSUBSCRIBED
@@ -110,18 +109,12 @@ class ConsumerMember:
         self.current: Assignment = {}  # what the member owns (reconciled)
         self.local_epoch = 0  # bumped with every reconciled assignment, so it is acknowledged
         self.sent = SentFields()
-        self.fatal: BaseException | None = None
         self.join_seq = 0  # bumped when the member is fenced or leaves: reconciliations in flight stop
-        self.last_poll_ms = now_ms()
-        self.last_auto_commit_ms = now_ms()
         self.next_heartbeat_ms = 0
         self.failures = 0
         self.heartbeats_sent = 0
         self._last_metadata_ms = 0
         self._wakeup = asyncio.Event()
-        self._hb_task: asyncio.Task | None = None
-        self._closed = False
-        self.wakeup: Callable[[], None] | None = None
 
     # -- the GroupMembership face -------------------------------------------------------
 
@@ -147,10 +140,7 @@ class ConsumerMember:
 
     async def poll(self, timeout_ms: int) -> None:
         """From the consumer's poll: start (or restart) membership, reconcile, auto-commit."""
-        if self.fatal is not None:
-            err, self.fatal = self.fatal, None
-            raise err
-        self.last_poll_ms = now_ms()
+        self._start_poll()
         if self.subs.has_auto_assignment:
             if self.state in (MemberState.FENCED, MemberState.STALE):
                 await self._lose_partitions()
@@ -160,8 +150,7 @@ class ConsumerMember:
                 self.subs.needs_rejoin_for_subscription = False
                 self.next_heartbeat_ms = 0
                 self._wakeup.set()  # the changed subscription goes out with the next heartbeat
-            if self._hb_task is None or self._hb_task.done():
-                self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+            self._ensure_heartbeat_task()
             if self.state is MemberState.RECONCILING:
                 await self.reconcile()
         await self.maybe_auto_commit()
@@ -173,48 +162,18 @@ class ConsumerMember:
             raise CommitFailedError("commit failed: this member is not in the group (joining, fenced or left)")
         await commit_offsets(self, offsets, self.identity, timeout_ms)
 
+    def commit_error(self, code: int, what: str) -> Exception:
+        return CommitFailedError() if code in MEMBERSHIP_ERRORS else error_for(code, what)
+
     async def fetch_committed(self, partitions: list[TopicPartition],
                               timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return await fetch_offsets(self, partitions, self.identity, timeout_ms)
 
-    async def maybe_auto_commit(self) -> None:
-        if not self.config["enable.auto.commit"] or self.state is MemberState.RECONCILING:
-            return
-        if now_ms() - self.last_auto_commit_ms < self.config["auto.commit.interval.ms"]:
-            return
-        self.last_auto_commit_ms = now_ms()
-        offsets = self.subs.consumed_offsets()
-        if offsets and (not self.subs.has_auto_assignment or self.identity().member_epoch > 0):
-            task = asyncio.get_running_loop().create_task(self.commit(offsets))
-            task.add_done_callback(log_commit_failure)
+    def _rebalancing(self) -> bool:
+        return self.state is MemberState.RECONCILING
 
-    # -- the coordinator (the GroupChannel of member_offsets) -----------------------------
-
-    async def ensure_coordinator(self, timeout_ms: int | None = None) -> int:
-        if self.coordinator_id is None:
-            deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
-            self.coordinator_id = await self.client.find_coordinator(self.group_id, 0, deadline)
-        return self.coordinator_id
-
-    def coordinator_dead(self, why: str) -> None:
-        if self.coordinator_id is not None:
-            log.info("group %s: marking coordinator %s dead (%s)", self.group_id, self.coordinator_id, why)
-            self.client.close_node_purpose(self.coordinator_id, "group")
-            self.coordinator_id = None
-
-    async def send_group(self, request: Any, version: int | None = None, timeout_ms: int | None = None) -> Any:
-        node = await self.ensure_coordinator()
-        try:
-            conn = await self.client.conn(node, purpose="group")
-            return await conn.send(request, version=version, timeout_ms=timeout_ms)
-        except (KafkaConnectionError, KafkaTimeoutError, OSError):
-            self.coordinator_dead("connection failure")
-            raise
-
-    async def group_version_up_to(self, api_key: int, highest: int) -> int:
-        node = await self.ensure_coordinator()
-        conn = await self.client.conn(node, purpose="group")
-        return conn.version_up_to(api_key, highest)
+    def _in_group(self) -> bool:
+        return self.identity().member_epoch > 0
 
     # -- heartbeats ----------------------------------------------------------------------
 
@@ -443,7 +402,7 @@ class ConsumerMember:
         log.info("group %s: member %s epoch %d reconciling: assigned %s, revoked %s, added %s",
                  self.group_id, self.member_id, self.member_epoch, sorted(assigned), revoked, added)
         if self.config["enable.auto.commit"]:
-            await self._commit_before_reconcile()
+            await self._commit_consumed("auto-commit before reconciling", self.config["request.timeout.ms"])
         if seq != self.join_seq:
             return
         if revoked:
@@ -461,15 +420,6 @@ class ConsumerMember:
         self.state = MemberState.ACKNOWLEDGING
         self.last_auto_commit_ms = now_ms()
         self._wakeup.set()
-
-    async def _commit_before_reconcile(self) -> None:
-        offsets = self.subs.consumed_offsets()
-        if not offsets:
-            return
-        try:
-            await self.commit(offsets, timeout_ms=self.config["request.timeout.ms"])
-        except Exception as e:  # noqa: BLE001 - Java goes on with the reconciliation
-            log.warning("group %s: auto-commit before reconciling failed: %r", self.group_id, e)
 
     async def _refresh_for(self, unknown: set[uuid.UUID]) -> None:
         if now_ms() - self._last_metadata_ms < max(self.config["retry.backoff.ms"], 500):
@@ -514,10 +464,7 @@ class ConsumerMember:
             with contextlib.suppress(BaseException):
                 await self._hb_task
         if in_group and self.config["enable.auto.commit"] and self.identity().member_epoch > 0:
-            try:
-                await self.commit(self.subs.consumed_offsets(), timeout_ms=self.config["request.timeout.ms"])
-            except Exception as e:  # noqa: BLE001
-                log.warning("group %s: final auto-commit failed: %r", self.group_id, e)
+            await self._commit_consumed("final auto-commit", self.config["request.timeout.ms"])
         owned = sorted(self.subs.assigned()) if self.subs.has_auto_assignment else []
         if owned:
             lost = self.state in (MemberState.FENCED, MemberState.STALE)

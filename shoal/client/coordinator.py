@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from shoal.assignors.types import COOPERATIVE, EAGER, Subscription
@@ -23,21 +23,18 @@ from .errors import (
     RebalanceInProgressError,
     error_for,
 )
-from .membership import log_commit_failure
-from .protocol import request_class
+from .member_offsets import COORDINATOR_ERRORS, MemberIdentity, commit_offsets, fetch_offsets
+from .membership import ListenerInvoker, MemberBase
+from .protocol import CLIENT_MAX_VERSIONS, request_class
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
 log = logging.getLogger(__name__)
 
-COORDINATOR_ERRORS = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
-RETRY_ERRORS = COORDINATOR_ERRORS + (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT)
 GENERATION_ERRORS = (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID)
 
-ListenerInvoker = Callable[[str, list[TopicPartition]], Awaitable[None]]
 
-
-class ConsumerCoordinator:
+class ConsumerCoordinator(MemberBase):
     """The member side of the classic group protocol (Java's ConsumerCoordinator)."""
 
     def __init__(
@@ -48,17 +45,11 @@ class ConsumerCoordinator:
         assignors: list[Any],
         invoke_listener: ListenerInvoker,
     ) -> None:
-        self.client = client
-        self.subs = subs
-        self.config = config
-        self.group_id: str = config["group.id"]
-        self.instance_id: str | None = config.get("group.instance.id") or None
+        super().__init__(client, subs, config, invoke_listener)
         self.assignors = assignors
-        self.invoke_listener = invoke_listener
         # The protocol every configured assignor supports (Java: the highest common one).
         common = set.intersection(*(set(a.supported_protocols) for a in assignors))
         self.protocol_kind = COOPERATIVE if COOPERATIVE in common else EAGER
-        self.coordinator_id: int | None = None
         self.generation = -1
         self.member_id = ""
         self.protocol_name: str | None = None
@@ -67,48 +58,15 @@ class ConsumerCoordinator:
         self.rejoining = False  # JoinGroup/SyncGroup in progress
         self.joined_once = False
         self.generation_lost = False  # the member was kicked out: owned partitions are lost
-        self.left_for_poll_timeout = False
-        self.last_poll_ms = now_ms()
         self.last_heartbeat_ok_ms = now_ms()
-        self.last_auto_commit_ms = now_ms()
         self._join_task: asyncio.Task | None = None
-        self._hb_task: asyncio.Task | None = None
         self._hb_wakeup = asyncio.Event()
         self._join_prepared = False
-        self._closed = False
         self.group_subscription: set[str] = set()
         self._known_counts: dict[str, int] | None = None
-        self.wakeup: Callable[[], None] | None = None  # unused: classic work happens inside poll
-        self.fatal: BaseException | None = None
 
-    # -- coordinator discovery -------------------------------------------------------
-
-    async def ensure_coordinator(self, timeout_ms: int | None = None) -> int:
-        if self.coordinator_id is None:
-            deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
-            self.coordinator_id = await self.client.find_coordinator(self.group_id, 0, deadline)
-            self.last_heartbeat_ok_ms = now_ms()
-        return self.coordinator_id
-
-    def coordinator_dead(self, why: str) -> None:
-        if self.coordinator_id is not None:
-            log.info("group %s: marking coordinator %s dead (%s)", self.group_id, self.coordinator_id, why)
-            self.client.close_node_purpose(self.coordinator_id, "group")
-            self.coordinator_id = None
-
-    async def _send(self, request: Any, timeout_ms: int | None = None) -> Any:
-        node = await self.ensure_coordinator()
-        try:
-            conn = await self.client.conn(node, purpose="group")
-            return await conn.send(request, timeout_ms=timeout_ms)
-        except (KafkaConnectionError, KafkaTimeoutError, OSError):
-            self.coordinator_dead("connection failure")
-            raise
-
-    async def _version(self, api_key: int) -> int:
-        node = await self.ensure_coordinator()
-        conn = await self.client.conn(node, purpose="group")
-        return conn.version_for(api_key)
+    def _coordinator_found(self) -> None:
+        self.last_heartbeat_ok_ms = now_ms()
 
     # -- the GroupMembership face ---------------------------------------------------------
 
@@ -139,10 +97,7 @@ class ConsumerCoordinator:
 
     async def poll(self, timeout_ms: int) -> None:
         """Called from the consumer's poll: record liveness, (re)join, auto-commit."""
-        if self.fatal is not None:
-            err, self.fatal = self.fatal, None
-            raise err
-        self.last_poll_ms = now_ms()
+        self._start_poll()
         if self.subs.has_auto_assignment:
             if self.generation_lost and not self.rejoining:
                 await self._lose_partitions()
@@ -153,21 +108,14 @@ class ConsumerCoordinator:
                 if self._join_task in done:
                     task, self._join_task = self._join_task, None
                     task.result()
-            if self._hb_task is None or self._hb_task.done():
-                self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+            self._ensure_heartbeat_task()
         await self.maybe_auto_commit()
 
-    async def maybe_auto_commit(self) -> None:
-        if not self.config["enable.auto.commit"] or self.rejoining:
-            return
-        if now_ms() - self.last_auto_commit_ms < self.config["auto.commit.interval.ms"]:
-            return
-        self.last_auto_commit_ms = now_ms()
-        offsets = self.subs.consumed_offsets()
-        if not offsets or (self.subs.has_auto_assignment and self.generation < 0):
-            return
-        task = asyncio.get_running_loop().create_task(self.commit(offsets))
-        task.add_done_callback(log_commit_failure)
+    def _rebalancing(self) -> bool:
+        return self.rejoining
+
+    def _in_group(self) -> bool:
+        return self.generation >= 0
 
     async def _lose_partitions(self) -> None:
         owned = self.subs.assigned()
@@ -198,18 +146,10 @@ class ConsumerCoordinator:
     async def _on_join_prepare(self) -> None:
         """Before JoinGroup: commit what was consumed, then revoke (or declare lost)."""
         if self.config["enable.auto.commit"] and self.generation >= 0:
-            offsets = self.subs.consumed_offsets()
-            if offsets:
-                try:
-                    await self.commit(offsets)
-                except Exception as e:  # noqa: BLE001 - the rebalance proceeds anyway
-                    log.warning("group %s: auto-commit before rejoin failed: %r", self.group_id, e)
+            await self._commit_consumed("auto-commit before rejoin")
         owned = self.subs.assigned()
         if self.generation < 0 and self.joined_once or self.generation_lost:
-            self.generation_lost = False
-            if owned:
-                self.subs.set_assignment([])
-                await self.invoke_listener("on_partitions_lost", owned)
+            await self._lose_partitions()
         elif self.protocol_kind == EAGER:
             self.subs.set_assignment([])
             if owned or self.joined_once:
@@ -250,7 +190,7 @@ class ConsumerCoordinator:
             reason="shoal-python rejoin" if self.joined_once else None,
         )
         try:
-            resp = await self._send(req, timeout_ms=max(self.config["request.timeout.ms"], rebalance_timeout + 5000))
+            resp = await self.send_group(req, timeout_ms=max(self.config["request.timeout.ms"], rebalance_timeout + 5000))
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
             log.debug("JoinGroup failed: %r", e)
             return None
@@ -285,7 +225,7 @@ class ConsumerCoordinator:
             assignments=assignments,
         )
         try:
-            sresp = await self._send(sreq)
+            sresp = await self.send_group(sreq)
         except (KafkaConnectionError, KafkaTimeoutError, OSError):
             return None
         if sresp.error_code != 0:
@@ -395,7 +335,6 @@ class ConsumerCoordinator:
                     self.group_id, self.config["max.poll.interval.ms"],
                 )
                 await self.maybe_leave_group("consumer poll timeout has expired")
-                self.left_for_poll_timeout = True
                 continue
             if self.rejoining or self.coordinator_id is None:
                 if self.coordinator_id is None and not self.rejoining:
@@ -406,7 +345,7 @@ class ConsumerCoordinator:
                        group_instance_id=self.instance_id)
             gen = self.generation
             try:
-                resp = await self._send(req)
+                resp = await self.send_group(req)
             except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
                 log.debug("heartbeat failed: %r", e)
                 self._check_session()
@@ -438,14 +377,14 @@ class ConsumerCoordinator:
         if self.generation >= 0 and self.member_id and self.instance_id is None and self.coordinator_id is not None:
             lcls = request_class(ApiKey.LEAVE_GROUP)
             try:
-                v = await self._version(ApiKey.LEAVE_GROUP)
+                v = await self.group_version_up_to(ApiKey.LEAVE_GROUP, 5)
                 if v >= 3:
                     req = lcls(group_id=self.group_id, members=[
                         lcls.MemberIdentity(member_id=self.member_id, group_instance_id=None,
                                             reason=reason if v >= 5 else None)])
                 else:
                     req = lcls(group_id=self.group_id, member_id=self.member_id)
-                await self._send(req, timeout_ms=min(self.config["request.timeout.ms"], 5000))
+                await self.send_group(req, timeout_ms=min(self.config["request.timeout.ms"], 5000))
             except Exception as e:  # noqa: BLE001 - leaving is best effort
                 log.debug("LeaveGroup failed: %r", e)
         self.reset_generation(lost=True)
@@ -461,97 +400,30 @@ class ConsumerCoordinator:
             if self.rejoining:
                 raise RebalanceInProgressError()
             raise CommitFailedError()
-        ccls = request_class(ApiKey.OFFSET_COMMIT)
-        deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
-        by_topic: dict[str, list[Any]] = {}
-        for tp, om in offsets.items():
-            if isinstance(om, int):
-                om = OffsetAndMetadata(om)
-            by_topic.setdefault(tp.topic, []).append(ccls.OffsetCommitRequestPartition(
-                partition_index=tp.partition, committed_offset=om.offset,
-                committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
-        while True:
-            req = ccls(
-                group_id=self.group_id,
-                generation_id_or_member_epoch=self.generation if subscribed else -1,
-                member_id=self.member_id if subscribed else "",
-                group_instance_id=self.instance_id if subscribed else None,
-                topics=[ccls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
-            )
-            try:
-                resp = await self._send(req)
-            except (KafkaConnectionError, KafkaTimeoutError, OSError):
-                retry = True
-            else:
-                retry = self._commit_needs_retry(resp)
-            if not retry:
-                return
-            if now_ms() >= deadline:
-                raise KafkaTimeoutError("offset commit timed out")
-            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+        await commit_offsets(self, offsets, self.identity, timeout_ms)
 
-    def _commit_needs_retry(self, resp: Any) -> bool:
-        """Whether an OffsetCommit response asks for a retry; raises for an error that ends the commit."""
-        retry = False
-        for t in resp.topics:
-            for p in t.partitions:
-                code = p.error_code
-                if code == 0:
-                    continue
-                if code in RETRY_ERRORS:
-                    if code in COORDINATOR_ERRORS:
-                        self.coordinator_dead(f"OffsetCommit {error_name(code)}")
-                    retry = True
-                elif code == ErrorCode.REBALANCE_IN_PROGRESS:
-                    self.rejoin_needed = True
-                    raise RebalanceInProgressError()
-                elif code in GENERATION_ERRORS:
-                    self.reset_generation(lost=True)
-                    raise CommitFailedError()
-                else:
-                    raise error_for(code, f"OffsetCommit {t.name}-{p.partition_index}")
-        return retry
+    def identity(self) -> MemberIdentity:
+        """The generation and member id commits carry (-1 and "" for a consumer with assigned partitions)."""
+        if self.subs.has_auto_assignment:
+            return MemberIdentity(self.generation, self.member_id, self.instance_id)
+        return MemberIdentity(-1, "", None)
+
+    def commit_error(self, code: int, what: str) -> Exception:
+        """The error that ends a commit refused with ``code`` (a rebalance or a lost generation: rejoin)."""
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            self.rejoin_needed = True
+            return RebalanceInProgressError()
+        if code in GENERATION_ERRORS:
+            self.reset_generation(lost=True)
+            return CommitFailedError()
+        return error_for(code, what)
 
     async def fetch_committed(
         self, partitions: list[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        fcls = request_class(ApiKey.OFFSET_FETCH)
-        deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        while True:
-            require_stable = await self._version(ApiKey.OFFSET_FETCH) >= 7
-            req = fcls(group_id=self.group_id, require_stable=require_stable,
-                       topics=[fcls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
-            try:
-                resp = await self._send(req)
-            except (KafkaConnectionError, KafkaTimeoutError, OSError):
-                resp = None
-            if resp is not None:
-                code = getattr(resp, "error_code", 0)
-                retry = code in RETRY_ERRORS
-                if code in COORDINATOR_ERRORS:
-                    self.coordinator_dead(f"OffsetFetch {error_name(code)}")
-                elif code and not retry:
-                    raise error_for(code, "OffsetFetch")
-                out: dict[TopicPartition, OffsetAndMetadata | None] = {}
-                for t in resp.topics:
-                    for p in t.partitions:
-                        if p.error_code == ErrorCode.UNSTABLE_OFFSET_COMMIT or p.error_code in RETRY_ERRORS:
-                            retry = True
-                            continue
-                        if p.error_code:
-                            raise error_for(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
-                        tp = TopicPartition(t.name, p.partition_index)
-                        out[tp] = (OffsetAndMetadata(p.committed_offset, p.metadata or "",
-                                                     getattr(p, "committed_leader_epoch", -1))
-                                   if p.committed_offset >= 0 else None)
-                if not retry:
-                    return out
-            if now_ms() >= deadline:
-                raise KafkaTimeoutError("offset fetch timed out")
-            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+        # OffsetFetch up to v7: the classic member does not name itself in offset fetches.
+        return await fetch_offsets(self, partitions, self.identity, timeout_ms,
+                                   CLIENT_MAX_VERSIONS[ApiKey.OFFSET_FETCH])
 
     # -- shutdown --------------------------------------------------------------------
 
@@ -563,10 +435,7 @@ class ConsumerCoordinator:
                 await self._join_task
         if self.subs.has_auto_assignment and self.generation >= 0:
             if self.config["enable.auto.commit"]:
-                try:
-                    await self.commit(self.subs.consumed_offsets(), timeout_ms=self.config["request.timeout.ms"])
-                except Exception as e:  # noqa: BLE001
-                    log.warning("group %s: final auto-commit failed: %r", self.group_id, e)
+                await self._commit_consumed("final auto-commit", self.config["request.timeout.ms"])
             owned = self.subs.assigned()
             if owned:
                 with contextlib.suppress(Exception):

@@ -87,31 +87,28 @@ class CompletedFetch:
             self.next_offset = self._peeked.offset + 1
             self._peeked = None
         while len(out) < n:
-            try:
-                item = next(self._iter)
-            except StopIteration:
-                self.drained = True
+            item = self._next_record(advance=True)
+            if item is None:
                 break
-            if isinstance(item, int):
-                self.next_offset = max(self.next_offset, item)
-                continue
             out.append(item)
             self.next_offset = item.offset + 1
         if len(out) == n and not self.drained:
             # Look ahead so that a fetch whose remaining batches hold no records counts as drained.
-            while True:
-                try:
-                    item = next(self._iter)
-                except StopIteration:
-                    self.drained = True
-                    break
-                if isinstance(item, int):
-                    if self._peeked is None:
-                        self.next_offset = max(self.next_offset, item)
-                    continue
+            item = self._next_record(advance=self._peeked is None)
+            if item is not None:
                 self._peeked = item
-                break
         return out
+
+    def _next_record(self, advance: bool) -> ConsumerRecord | None:
+        """The next record (None: drained); the offsets past batches without records advance
+        ``next_offset`` when ``advance``."""
+        for item in self._iter:
+            if not isinstance(item, int):
+                return item
+            if advance:
+                self.next_offset = max(self.next_offset, item)
+        self.drained = True
+        return None
 
 
 class FetchBuffer:

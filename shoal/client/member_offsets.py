@@ -1,7 +1,9 @@
-"""Offset commits and fetches of a consumer-protocol (KIP-848) member: OffsetCommit v9+ and
-OffsetFetch v9 carry the member id and the member epoch, and the broker answers a stale epoch
-with STALE_MEMBER_EPOCH (retried with the newer epoch) or an unknown member with
-UNKNOWN_MEMBER_ID (the commit fails: the partitions may already be someone else's)."""
+"""Offset commits and fetches of a group member, classic or consumer-protocol (KIP-848).
+
+A KIP-848 member's OffsetCommit v9+ and OffsetFetch v9 carry the member id and the member epoch,
+and the broker answers a stale epoch with STALE_MEMBER_EPOCH (retried with the newer epoch) or an
+unknown member with UNKNOWN_MEMBER_ID (the commit fails: the partitions may already be someone
+else's). A classic member commits with its generation and fetches up to v7 (not naming itself)."""
 
 from __future__ import annotations
 
@@ -14,14 +16,14 @@ from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
 
 from .cluster import now_ms
-from .errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError, error_for
+from .errors import KafkaConnectionError, KafkaTimeoutError, error_for
 from .protocol import request_class
 from .structs import OffsetAndMetadata, TopicPartition
 
 COORDINATOR_ERRORS = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
 RETRY_ERRORS = COORDINATOR_ERRORS + (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT,
                                      ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.UNSTABLE_OFFSET_COMMIT)
-# A member that is no longer in the group cannot commit (Java: CommitFailedException).
+# A member that is no longer in the group cannot commit or fetch (Java: CommitFailedException).
 MEMBERSHIP_ERRORS = (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.ILLEGAL_GENERATION,
                      ErrorCode.FENCED_INSTANCE_ID)
 
@@ -56,6 +58,10 @@ class GroupChannel(Protocol):
         """Forget the coordinator: the next request looks it up again."""
         ...
 
+    def commit_error(self, code: int, what: str) -> Exception:
+        """The error to raise for a commit the broker refused with ``code`` (not a retriable one)."""
+        ...
+
 
 async def commit_offsets(channel: GroupChannel, offsets: dict[TopicPartition, OffsetAndMetadata],
                          identity: Callable[[], MemberIdentity], timeout_ms: int | None = None) -> None:
@@ -65,13 +71,7 @@ async def commit_offsets(channel: GroupChannel, offsets: dict[TopicPartition, Of
     ccls = request_class(ApiKey.OFFSET_COMMIT)
     cfg = channel.config
     deadline = now_ms() + (timeout_ms if timeout_ms is not None else cfg["default.api.timeout.ms"])
-    by_topic: dict[str, list[Any]] = {}
-    for tp, om in offsets.items():
-        om = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
-        by_topic.setdefault(tp.topic, []).append(ccls.OffsetCommitRequestPartition(
-            partition_index=tp.partition, committed_offset=om.offset,
-            committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
-    topics = [ccls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+    topics = offset_commit_topics(offsets)
     while True:
         me = identity()
         req = ccls(group_id=channel.group_id, generation_id_or_member_epoch=me.member_epoch,
@@ -89,21 +89,29 @@ async def commit_offsets(channel: GroupChannel, offsets: dict[TopicPartition, Of
         await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
 
 
+def offset_commit_topics(offsets: dict[TopicPartition, OffsetAndMetadata | int]) -> list[Any]:
+    """The topics of an OffsetCommit request of ``offsets`` (a bare int is an offset)."""
+    ccls = request_class(ApiKey.OFFSET_COMMIT)
+    by_topic: dict[str, list[Any]] = {}
+    for tp, om in offsets.items():
+        om = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+        by_topic.setdefault(tp[0], []).append(ccls.OffsetCommitRequestPartition(
+            partition_index=tp[1], committed_offset=om.offset,
+            committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
+    return [ccls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+
+
 def _commit_needs_retry(channel: GroupChannel, resp: Any) -> bool:
     retry = False
     for t in resp.topics:
         for p in t.partitions:
             code = p.error_code
-            if code == 0:
-                continue
             if code in RETRY_ERRORS:
                 if code in COORDINATOR_ERRORS:
                     channel.coordinator_dead(f"OffsetCommit {error_name(code)}")
                 retry = True
-            elif code in MEMBERSHIP_ERRORS:
-                raise CommitFailedError()
-            else:
-                raise error_for(code, f"OffsetCommit {t.name}-{p.partition_index}")
+            elif code:
+                raise channel.commit_error(code, f"OffsetCommit {t.name}-{p.partition_index}")
     return retry
 
 
@@ -137,14 +145,15 @@ def parse_offset_fetch(version: int, resp: Any) -> tuple[int, list[tuple[str, An
 
 
 async def fetch_offsets(channel: GroupChannel, partitions: list[TopicPartition],
-                        identity: Callable[[], MemberIdentity],
-                        timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
-    """Committed offsets of ``partitions`` (None: nothing committed), as this member."""
+                        identity: Callable[[], MemberIdentity], timeout_ms: int | None = None,
+                        highest: int = OFFSET_FETCH_MEMBER_VERSION) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """Committed offsets of ``partitions`` (None: nothing committed), as this member, with
+    OffsetFetch up to version ``highest``."""
     cfg = channel.config
     deadline = now_ms() + (timeout_ms if timeout_ms is not None else cfg["default.api.timeout.ms"])
     while True:
         try:
-            version = await channel.group_version_up_to(ApiKey.OFFSET_FETCH, OFFSET_FETCH_MEMBER_VERSION)
+            version = await channel.group_version_up_to(ApiKey.OFFSET_FETCH, highest)
             req = build_offset_fetch(version, channel.group_id, partitions, identity(), True)
             resp = await channel.send_group(req, version=version)
         except (KafkaConnectionError, KafkaTimeoutError, OSError):

@@ -14,7 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
-from .cluster import KafkaClient
+from .cluster import KafkaClient, now_ms
+from .errors import KafkaConnectionError, KafkaTimeoutError
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
@@ -109,3 +110,106 @@ def log_commit_failure(task: asyncio.Task) -> None:
     """Done-callback of an asynchronous auto-commit: its failure is logged, not raised."""
     if not task.cancelled() and task.exception() is not None:
         log.warning("async auto-commit failed: %r", task.exception())
+
+
+class MemberBase:
+    """What both members share: the group coordinator connection (the GroupChannel of
+    member_offsets), the start of every poll, the heartbeat task and auto-commit."""
+
+    def __init__(self, client: KafkaClient, subs: SubscriptionState, config: dict[str, Any],
+                 invoke_listener: ListenerInvoker) -> None:
+        self.client = client
+        self.subs = subs
+        self.config = config
+        self.group_id: str = config["group.id"]
+        self.instance_id: str | None = config.get("group.instance.id") or None
+        self.invoke_listener = invoke_listener
+        self.coordinator_id: int | None = None
+        self.fatal: BaseException | None = None
+        self.last_poll_ms = now_ms()
+        self.last_auto_commit_ms = now_ms()
+        self._hb_task: asyncio.Task | None = None
+        self._closed = False
+        # Set by the consumer: the KIP-848 member wakes a waiting poll with it (classic work happens inside poll).
+        self.wakeup: Callable[[], None] | None = None
+
+    async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None = None) -> None:
+        raise NotImplementedError
+
+    async def _heartbeat_loop(self) -> None:
+        raise NotImplementedError
+
+    def _rebalancing(self) -> bool:
+        """Whether a rebalance (classic) or reconciliation (consumer protocol) is under way."""
+        raise NotImplementedError
+
+    def _in_group(self) -> bool:
+        """Whether the member holds a generation or epoch its commits can carry."""
+        raise NotImplementedError
+
+    # -- the group coordinator --------------------------------------------------------------
+
+    async def ensure_coordinator(self, timeout_ms: int | None = None) -> int:
+        if self.coordinator_id is None:
+            deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"])
+            self.coordinator_id = await self.client.find_coordinator(self.group_id, 0, deadline)
+            self._coordinator_found()
+        return self.coordinator_id
+
+    def _coordinator_found(self) -> None:
+        """Called when a coordinator lookup succeeds."""
+
+    def coordinator_dead(self, why: str) -> None:
+        if self.coordinator_id is not None:
+            log.info("group %s: marking coordinator %s dead (%s)", self.group_id, self.coordinator_id, why)
+            self.client.close_node_purpose(self.coordinator_id, "group")
+            self.coordinator_id = None
+
+    async def send_group(self, request: Any, version: int | None = None, timeout_ms: int | None = None) -> Any:
+        node = await self.ensure_coordinator()
+        try:
+            conn = await self.client.conn(node, purpose="group")
+            return await conn.send(request, version=version, timeout_ms=timeout_ms)
+        except (KafkaConnectionError, KafkaTimeoutError, OSError):
+            self.coordinator_dead("connection failure")
+            raise
+
+    async def group_version_up_to(self, api_key: int, highest: int) -> int:
+        node = await self.ensure_coordinator()
+        conn = await self.client.conn(node, purpose="group")
+        return conn.version_up_to(api_key, highest)
+
+    # -- poll and auto-commit ---------------------------------------------------------------
+
+    def _start_poll(self) -> None:
+        """The start of every poll: a fatal error reaches the application (once); the member is alive."""
+        if self.fatal is not None:
+            err, self.fatal = self.fatal, None
+            raise err
+        self.last_poll_ms = now_ms()
+
+    def _ensure_heartbeat_task(self) -> None:
+        if self._hb_task is None or self._hb_task.done():
+            self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+
+    async def maybe_auto_commit(self) -> None:
+        """Commit what was consumed in the background, every auto.commit.interval.ms."""
+        if not self.config["enable.auto.commit"] or self._rebalancing():
+            return
+        if now_ms() - self.last_auto_commit_ms < self.config["auto.commit.interval.ms"]:
+            return
+        self.last_auto_commit_ms = now_ms()
+        offsets = self.subs.consumed_offsets()
+        if offsets and (not self.subs.has_auto_assignment or self._in_group()):
+            task = asyncio.get_running_loop().create_task(self.commit(offsets))
+            task.add_done_callback(log_commit_failure)
+
+    async def _commit_consumed(self, what: str, timeout_ms: int | None = None) -> None:
+        """Commit what was consumed before a rebalance step or close; a failure is logged (``what`` names it)."""
+        offsets = self.subs.consumed_offsets()
+        if not offsets:
+            return
+        try:
+            await self.commit(offsets, timeout_ms=timeout_ms)
+        except Exception as e:  # noqa: BLE001 - the rebalance (or close) proceeds anyway
+            log.warning("group %s: %s failed: %r", self.group_id, what, e)

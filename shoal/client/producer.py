@@ -190,8 +190,7 @@ class AIOProducer:
         new producer would: a later epoch, fencing whoever holds it now.
         """
         txn = self._require_txn()
-        if not self._started:
-            await self.start()
+        await self.start()
         if txn.state in (TxnState.READY, TxnState.FATAL_ERROR):
             txn.reset()
         await txn.init()
@@ -259,13 +258,8 @@ class AIOProducer:
         await self._ready_to_send()
         rec = self.make_record(key, value, headers, timestamp_ms, on_delivery)
         rec.future = asyncio.get_running_loop().create_future()
-        parts = self.client.cluster.partitions_for(topic)
-        if parts is None:
-            parts = await self.client.wait_for_topic(topic, self.config["max.block.ms"])
-        self.check_partition(topic, partition, len(parts))
-        if not self.accumulator.space.is_set():
-            await self.wait_for_space()
-        _batch, _index, wake = self.append(topic, partition, len(parts), rec)
+        n = await self._wait_to_append(topic, partition)
+        _batch, _index, wake = self.append(topic, partition, n, rec)
         if wake:
             self._wakeup.set()
         return rec.future
@@ -285,6 +279,16 @@ class AIOProducer:
             hdrs = []
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         return PendingRecord(ts, kb, vb, hdrs, None, on_delivery)
+
+    async def _wait_to_append(self, topic: str, partition: int | None) -> int:
+        """Wait for the topic's metadata and for buffer space (max.block.ms each); its partition count."""
+        parts = self.client.cluster.partitions_for(topic)
+        if parts is None:
+            parts = await self.partitions_for(topic)
+        self.check_partition(topic, partition, len(parts))
+        if not self.accumulator.space.is_set():
+            await self.wait_for_space()
+        return len(parts)
 
     @staticmethod
     def check_partition(topic: str, partition: int | None, n: int) -> None:
@@ -326,12 +330,7 @@ class AIOProducer:
         ``await batch.waiter()`` (then ``batch.error`` / ``batch.base_offset``).
         """
         await self._ready_to_send()
-        parts = self.client.cluster.partitions_for(topic)
-        if parts is None:
-            parts = await self.client.wait_for_topic(topic, self.config["max.block.ms"])
-        self.check_partition(topic, partition, len(parts))
-        if not self.accumulator.space.is_set():
-            await self.wait_for_space()
+        await self._wait_to_append(topic, partition)
         if isinstance(rows, EncodedRecords):
             size = len(rows.data) + BATCH_OVERHEAD
         else:
@@ -379,8 +378,7 @@ class AIOProducer:
             raise ClosedError("producer is closed")
         if self.txn is not None:
             self.txn.check_can_send()
-        if not self._started:
-            await self.start()
+        await self.start()
         assert self.accumulator is not None and self._wakeup is not None
 
     async def close(self, timeout_ms: int | None = None) -> None:

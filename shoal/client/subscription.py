@@ -18,7 +18,6 @@ class PartitionState:
     high_watermark: int = -1
     log_start_offset: int = -1
     last_stable_offset: int = -1
-    offset_error: BaseException | None = None
 
 
 class SubscriptionState:
@@ -99,7 +98,6 @@ class SubscriptionState:
         st = self.state(tp)
         st.position = offset
         st.reset_strategy = None
-        st.offset_error = None
 
     def request_reset(self, tp: TopicPartition, strategy: str | None = None) -> None:
         st = self.state(tp)

@@ -8,7 +8,7 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from shoal.protocol.record_batch import EncodedRecords
 
@@ -44,7 +44,31 @@ class _LoopThread:
             self.loop.close()
 
 
-class Producer:
+class _SyncFace:
+    """A blocking face of an asyncio core that runs on its own _LoopThread; as a context manager, closed on exit."""
+
+    _lt: _LoopThread
+    _core: Any
+
+    def _start(self) -> None:
+        """Start the core on the loop thread; a failed start stops the thread."""
+        try:
+            self._lt.run(self._core.start())
+        except BaseException:
+            self._lt.stop()
+            raise
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Producer(_SyncFace):
     """Synchronous producer: ``send`` returns a :class:`RecordFuture` of the ``RecordMetadata``.
 
     ``send`` serializes, partitions and appends to the accumulator on the caller's thread
@@ -57,11 +81,7 @@ class Producer:
         self._core = AIOProducer(config, **kwargs)  # validates the config before a thread starts
         self._lt = _LoopThread("shoal-producer")
         self.config = self._core.config
-        try:
-            self._lt.run(self._core.start())
-        except BaseException:
-            self._lt.stop()
-            raise
+        self._start()
 
     def send(
         self,
@@ -136,11 +156,6 @@ class Producer:
             self._lt.run(self._core.close(0))
             self._lt.stop()
 
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _copy_result(f: asyncio.Future, cf: concurrent.futures.Future) -> None:
@@ -152,7 +167,7 @@ def _copy_result(f: asyncio.Future, cf: concurrent.futures.Future) -> None:
         cf.set_result(f.result())
 
 
-class Consumer:
+class Consumer(_SyncFace):
     """Synchronous consumer.  Rebalance listener callbacks run on the calling thread inside poll()."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -161,11 +176,7 @@ class Consumer:
         self.config = self._core.config
         self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._core.listener_runner = self._run_on_app_thread
-        try:
-            self._lt.run(self._core.start())
-        except BaseException:
-            self._lt.stop()
-            raise
+        self._start()
 
     # Listener calls are queued to whichever thread is waiting in _call (the application's).
     async def _run_on_app_thread(self, fn: Callable[[list[TopicPartition]], Any], partitions: list[TopicPartition]) -> None:
@@ -280,11 +291,6 @@ class Consumer:
         finally:
             self._lt.stop()
 
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 async def _as_coro(fn: Callable[..., T], *args: Any) -> T:

@@ -148,6 +148,22 @@ class TransactionManager:
                     raise KafkaTimeoutError(f"transaction request {api_key} timed out") from e
                 await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
 
+    async def _call_until_done(self, api_key: int, build: Callable[[int], Any], deadline_ms: int, what: str) -> Any:
+        """``_call`` again while the answer's error is a retriable one (``what`` names the call in a timeout)."""
+        while True:
+            resp = await self._call(api_key, build, deadline_ms)
+            if resp.error_code not in _RETRY:
+                return resp
+            await self._retry_pause(resp.error_code, deadline_ms, what)
+
+    def _fatal_error(self, code: int, what: str) -> BaseException:
+        """A coordinator error the producer cannot go on after (fenced: ProducerFencedError); now FATAL_ERROR."""
+        err: BaseException = error_for(code, what)
+        if code in _FENCED:
+            err = ProducerFencedError(code, f"transactional.id {self.transactional_id!r} is in use by a newer producer")
+        self.fatal(err)
+        return err
+
     def coordinator_moved(self) -> None:
         if self.coordinator is not None:
             self.client.close_node_purpose(self.coordinator, "txn")
@@ -178,26 +194,15 @@ class TransactionManager:
         deadline = self._deadline()
         cls = request_class(ApiKey.INIT_PRODUCER_ID)
         expected = (self.producer_id, self.producer_epoch) if bump else (-1, -1)
-        while True:
-            resp = await self._call(ApiKey.INIT_PRODUCER_ID, lambda v: cls(
-                transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
-                producer_id=expected[0] if v >= 3 else -1, producer_epoch=expected[1] if v >= 3 else -1),
-                deadline)
-            code = resp.error_code
-            if code == 0:
-                self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
-                self.needs_epoch_bump = False
-                self.state = TxnState.READY
-                return
-            if code in _RETRY:
-                await self._retry_pause(code, deadline, "init_transactions")
-                continue
-            err = error_for(code, f"InitProducerId for {self.transactional_id!r}")
-            if code in _FENCED:
-                err = ProducerFencedError(code, f"transactional.id {self.transactional_id!r} is in use by a "
-                                                "newer producer")
-            self.fatal(err)
-            raise err
+        resp = await self._call_until_done(ApiKey.INIT_PRODUCER_ID, lambda v: cls(
+            transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
+            producer_id=expected[0] if v >= 3 else -1, producer_epoch=expected[1] if v >= 3 else -1),
+            deadline, "init_transactions")
+        if resp.error_code:
+            raise self._fatal_error(resp.error_code, f"InitProducerId for {self.transactional_id!r}")
+        self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+        self.needs_epoch_bump = False
+        self.state = TxnState.READY
 
     def reset(self) -> None:
         """Back to UNINITIALIZED, to init again as a new producer of this transactional id."""
@@ -269,20 +274,15 @@ class TransactionManager:
         self.check_can_send()
         deadline = self._deadline()
         cls = request_class(ApiKey.ADD_OFFSETS_TO_TXN)
-        while True:
-            resp = await self._call(ApiKey.ADD_OFFSETS_TO_TXN, lambda v: cls(
-                transactional_id=self.transactional_id, producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch, group_id=group.group_id), deadline)
-            code = resp.error_code
-            if code == 0:
-                self.offsets_added = True
-                break
-            if code in _RETRY:
-                await self._retry_pause(code, deadline, "send_offsets_to_transaction")
-                continue
+        resp = await self._call_until_done(ApiKey.ADD_OFFSETS_TO_TXN, lambda v: cls(
+            transactional_id=self.transactional_id, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, group_id=group.group_id), deadline, "send_offsets_to_transaction")
+        code = resp.error_code
+        if code:
             err = error_for(code, "AddOffsetsToTxn")
             self.batch_error(code, err) if code in _FENCED else self.abortable(err)
             raise self.error or err
+        self.offsets_added = True
         await self._commit_offsets(offsets, group, deadline)
 
     async def _commit_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata],
@@ -351,22 +351,12 @@ class TransactionManager:
         if self.partitions or self.offsets_added:
             deadline = self._deadline()
             cls = request_class(ApiKey.END_TXN)
-            while True:
-                resp = await self._call(ApiKey.END_TXN, lambda v: cls(
-                    transactional_id=self.transactional_id, producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch, committed=commit), deadline)
-                code = resp.error_code
-                if code == 0:
-                    break
-                if code in _RETRY:
-                    await self._retry_pause(code, deadline, "commit_transaction" if commit else "abort_transaction")
-                    continue
-                err = error_for(code, "EndTxn")
-                if code in _FENCED:
-                    err = ProducerFencedError(code, f"transactional.id {self.transactional_id!r} is in use by a "
-                                                    "newer producer")
-                self.fatal(err)
-                raise err
+            resp = await self._call_until_done(ApiKey.END_TXN, lambda v: cls(
+                transactional_id=self.transactional_id, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, committed=commit), deadline,
+                "commit_transaction" if commit else "abort_transaction")
+            if resp.error_code:
+                raise self._fatal_error(resp.error_code, "EndTxn")
         self.partitions.clear()
         self.offsets_added = False
         self.error = None

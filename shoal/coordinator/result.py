@@ -56,8 +56,8 @@ class CoordinatorResult:
 
 def int_settings_from_properties(settings: Any, props: dict[str, str]) -> Any:
     """Set each int field of a settings dataclass from its Kafka dotted property name, if given."""
-    for name in settings.__dataclass_fields__:
+    for name, f in settings.__dataclass_fields__.items():
         dotted = name.replace("_", ".")
-        if dotted in props:
+        if f.type in (int, "int") and dotted in props:
             setattr(settings, name, int(props[dotted]))
     return settings

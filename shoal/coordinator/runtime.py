@@ -18,11 +18,12 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from shoal.clock import now_ms
+from shoal.coordinator.partitioning import partition_for
 from shoal.coordinator.result import CoordinatorResult, ShardRequest
 from shoal.coordinator.shard import CoordinatorShard
 from shoal.protocol.errors import ErrorCode, error_code_of
@@ -63,11 +64,12 @@ class CoordinatorRuntime(Generic[ShardT]):
     name = "coordinator"
 
     def __init__(self, node_id: int, log_manager: Any, *, log_config: LogConfig,
-                 clock_ms: Callable[[], int] = now_ms) -> None:
+                 clock_ms: Callable[[], int] = now_ms, partition_for: Callable[[str], int] | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.log_config = log_config
         self.clock_ms = clock_ms
+        self._partition_for = partition_for
         self._partitions: dict[int, Partition[ShardT]] = {}
         self._pending: dict[int, _Pending] = {}
         self._tokens = itertools.count(1)
@@ -86,6 +88,34 @@ class CoordinatorRuntime(Generic[ShardT]):
     def after_apply(self, partition: int, part: Partition[ShardT], result: CoordinatorResult) -> None:
         """Side effects of a result, once its records are durable (transaction markers)."""
 
+    @property
+    def num_partitions(self) -> int:
+        """The configured partition count of the internal topic."""
+        raise NotImplementedError
+
+    def partition_for(self, key: str) -> int:
+        """The partition of the internal topic that owns ``key`` (a group or transactional id): the
+        broker's answer (from the topic as it exists) when given, else the configured partition count
+        (a runtime on its own, in tests)."""
+        if self._partition_for is not None:
+            return self._partition_for(key)
+        return partition_for(key, self.num_partitions)
+
+    async def scatter(self, keys: list[str], ask: Callable[[int, list[int]], Awaitable[list[Any]]]) -> list[Any]:
+        """Split ``keys`` (their indexes) by partition, ``ask(partition, indexes)`` every partition for
+        its share at once, and return the answers in the order of ``keys``."""
+        by_partition: dict[int, list[int]] = {}
+        for i, key in enumerate(keys):
+            by_partition.setdefault(self.partition_for(key), []).append(i)
+        entries: dict[int, Any] = {}
+
+        async def one(partition: int, idxs: list[int]) -> None:
+            for i, item in zip(idxs, await ask(partition, idxs), strict=True):
+                entries[i] = item
+
+        await asyncio.gather(*(one(p, idxs) for p, idxs in by_partition.items()))
+        return [entries[i] for i in range(len(keys))]
+
     # ---------------------------------------------------------------- partitions
     def owned_partitions(self) -> set[int]:
         """Partitions this node coordinates (loaded or loading)."""
@@ -94,9 +124,6 @@ class CoordinatorRuntime(Generic[ShardT]):
     def shard(self, partition: int) -> ShardT | None:
         part = self._partitions.get(partition)
         return None if part is None else part.shard
-
-    def partition_state(self, partition: int) -> Partition[ShardT] | None:
-        return self._partitions.get(partition)
 
     def status(self, partition: int) -> ErrorCode:
         part = self._partitions.get(partition)

@@ -43,6 +43,7 @@ from shoal.storage.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     Segment,
+    fsync_dir,
     segment_file_name,
 )
 
@@ -167,20 +168,13 @@ def _swap(seg: Segment, cleaned: Segment, now_ms: int) -> Segment:
     seg.close()
     # Old indexes go first: if we die after this, the new log's indexes are rebuilt on load.
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        try:
-            (directory / segment_file_name(base, suffix)).unlink()
-        except FileNotFoundError:
-            pass
+        (directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
     name = segment_file_name(base, LOG_SUFFIX)
     os.replace(directory / (name + CLEANED_SUFFIX), directory / name)
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         name = segment_file_name(base, suffix)
         os.replace(directory / (name + CLEANED_SUFFIX), directory / name)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(directory)
     fresh = Segment(directory, base, config, now_ms)
     fresh.load_indexes()
     if fresh.next_offset < seg.next_offset:

@@ -9,7 +9,7 @@ of log. Entries live in memory (arrays) and are appended to the file; the file
 is only read at load time, and rebuilt from the log when it does not check out.
 
 Unlike Kafka we do not preallocate and mmap the files, so their length is
-always exactly ``entries * entry_size``.
+always exactly ``entries * entry.size``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterator
 from pathlib import Path
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -29,14 +30,35 @@ class IndexCorruptError(Exception):
 
 
 class _IndexFile:
-    """Append-only file of fixed-size entries with a small write buffer."""
+    """Append-only file of fixed-size entries with a small write buffer; every entry holds an
+    offset relative to the segment's base offset (``rel_offsets``)."""
 
-    entry_size = 0
+    entry = _OFFSET_ENTRY
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
         self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max_entries
+        self.rel_offsets = array("i")
         self._pending = bytearray()
         self._fd: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.rel_offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.rel_offsets) >= self.max_entries
+
+    def _read_entries(self) -> Iterator[tuple[int, ...]]:
+        """The file's entries; IndexCorruptError when it is missing or cut mid-entry."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            raise IndexCorruptError(f"{self.path} is missing") from None
+        if len(data) % self.entry.size:
+            raise IndexCorruptError(f"{self.path} size {len(data)} is not a multiple of {self.entry.size}")
+        return self.entry.iter_unpack(data)
 
     def _open(self) -> int:
         if self._fd is None:
@@ -76,30 +98,15 @@ class _IndexFile:
     def delete(self) -> None:
         self.close()
         self._pending.clear()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)
 
 
 class OffsetIndex(_IndexFile):
     """Sparse map from offsets to file positions of one segment."""
 
-    entry_size = _OFFSET_ENTRY.size
-
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        super().__init__(path)
-        self.base_offset = base_offset
-        self.max_entries = max_entries
-        self.rel_offsets = array("i")
+        super().__init__(path, base_offset, max_entries)
         self.positions = array("i")
-
-    def __len__(self) -> int:
-        return len(self.rel_offsets)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.rel_offsets) >= self.max_entries
 
     @property
     def last_entry(self) -> tuple[int, int]:
@@ -126,16 +133,10 @@ class OffsetIndex(_IndexFile):
 
     def load(self, log_size: int) -> None:
         """Read the file; raise IndexCorruptError when it cannot be trusted."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            raise IndexCorruptError(f"{self.path} is missing") from None
-        if len(data) % self.entry_size:
-            raise IndexCorruptError(f"{self.path} size {len(data)} is not a multiple of {self.entry_size}")
         rels = array("i")
         poss = array("i")
         prev_rel = prev_pos = -1
-        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
+        for rel, pos in self._read_entries():
             if rel <= prev_rel or pos <= prev_pos or pos >= log_size or rel < 0:
                 raise IndexCorruptError(f"{self.path} has a non-monotonic or out-of-range entry")
             rels.append(rel)
@@ -155,21 +156,11 @@ class OffsetIndex(_IndexFile):
 class TimeIndex(_IndexFile):
     """Sparse map from (max-so-far) timestamps to offsets of one segment."""
 
-    entry_size = _TIME_ENTRY.size
+    entry = _TIME_ENTRY
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        super().__init__(path)
-        self.base_offset = base_offset
-        self.max_entries = max_entries
+        super().__init__(path, base_offset, max_entries)
         self.timestamps = array("q")
-        self.rel_offsets = array("i")
-
-    def __len__(self) -> int:
-        return len(self.timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.timestamps) >= self.max_entries
 
     @property
     def last_timestamp(self) -> int:
@@ -197,16 +188,10 @@ class TimeIndex(_IndexFile):
         return self.base_offset + self.rel_offsets[i - 1] if i else None
 
     def load(self, max_rel_offset: int | None = None) -> None:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            raise IndexCorruptError(f"{self.path} is missing") from None
-        if len(data) % self.entry_size:
-            raise IndexCorruptError(f"{self.path} size {len(data)} is not a multiple of {self.entry_size}")
         tss = array("q")
         rels = array("i")
         prev_ts = prev_rel = -1
-        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+        for ts, rel in self._read_entries():
             if (
                 ts <= prev_ts
                 or rel < prev_rel

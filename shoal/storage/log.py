@@ -48,7 +48,7 @@ from shoal.storage.producer_state import (
     snapshot_path,
     write_snapshot,
 )
-from shoal.storage.segment import CLEANED_SUFFIX, LOG_SUFFIX, Segment
+from shoal.storage.segment import CLEANED_SUFFIX, LOG_SUFFIX, Segment, fsync_dir
 from shoal.storage.txn_index import AbortedTxn
 
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
@@ -255,11 +255,6 @@ class PartitionLog:
         return out
 
     @property
-    def latest_offset(self) -> int:
-        """The offset a read_uncommitted consumer seeks to for "latest" (the high watermark)."""
-        return self.high_watermark
-
-    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
@@ -440,7 +435,7 @@ class PartitionLog:
         self.take_snapshot(base_offset)
         seg = self._new_segment(base_offset, now_ms)
         if self.config.flush_interval_messages is not None or self.config.flush_interval_ms is not None:
-            self._fsync_dir()
+            fsync_dir(self.dir)
         return seg
 
     def roll(self, now_ms: int | None = None) -> None:
@@ -448,13 +443,6 @@ class PartitionLog:
         self._check_open()
         if self._segments[-1].size:
             self._roll(self.log_end_offset, wall_clock_ms() if now_ms is None else now_ms)
-
-    def _fsync_dir(self) -> None:
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     # -- flush -------------------------------------------------------------
 

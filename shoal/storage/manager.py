@@ -142,14 +142,6 @@ class LogManager:
                     shutil.rmtree(child, ignore_errors=True)
         return len(keys)
 
-    def delete_partition(self, topic: str, partition: int) -> bool:
-        log = self._logs.pop((topic, partition), None)
-        if log is None:
-            return False
-        self._count(log, -1)
-        log.delete()
-        return True
-
     def run_periodic(self, now_ms: int) -> dict[str, int]:
         """Retention for every log, compaction for compacted ones, flush.ms flushes.
 

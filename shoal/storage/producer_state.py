@@ -118,10 +118,6 @@ class ProducerEntry:
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else -1
-
     def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
         if h.producer_epoch != self.epoch:
             return None

@@ -41,6 +41,15 @@ _SCAN_CHUNK = 1024 * 1024
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
 
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory: the files created, renamed or removed in it stay so after a crash."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """Kafka's 20-digit zero-padded file name, e.g. ``00000000000000000042.log``."""
     return f"{base_offset:020d}{suffix}"
@@ -67,12 +76,12 @@ class Segment:
         self.offset_index = OffsetIndex(
             directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
             base_offset,
-            max(1, config.segment_index_bytes // OffsetIndex.entry_size),
+            max(1, config.segment_index_bytes // OffsetIndex.entry.size),
         )
         self.time_index = TimeIndex(
             directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
             base_offset,
-            max(1, config.segment_index_bytes // TimeIndex.entry_size),
+            max(1, config.segment_index_bytes // TimeIndex.entry.size),
         )
         # Aborted transactions whose ABORT marker is in this segment.
         self.txn_index = TransactionIndex(directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
@@ -366,7 +375,4 @@ class Segment:
     def delete(self) -> None:
         self.close()
         for suffix in SEGMENT_SUFFIXES:
-            try:
-                (self.dir / segment_file_name(self.base_offset, suffix)).unlink()
-            except FileNotFoundError:
-                pass
+            (self.dir / segment_file_name(self.base_offset, suffix)).unlink(missing_ok=True)

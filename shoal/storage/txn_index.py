@@ -98,10 +98,7 @@ class TransactionIndex:
     def _rewrite(self) -> None:
         self.close()
         if not self.entries:
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
+            self.path.unlink(missing_ok=True)
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as f:
@@ -128,7 +125,4 @@ class TransactionIndex:
         self.close()
         self.entries.clear()
         self._last_offsets.clear()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)

@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shoal.tools.wire import ToolClient
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -18,6 +22,12 @@ def _add_bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,HOST:PORT...]",
                    help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
     p.add_argument("--timeout", type=float, default=10.0, help="socket timeout in seconds (default 10)")
+
+
+def _client(args: argparse.Namespace) -> ToolClient:
+    from shoal.tools.wire import ToolClient
+
+    return ToolClient(args.bootstrap_server, timeout=args.timeout)
 
 
 def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog: str) -> int:
@@ -37,12 +47,11 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog
 def _groups_list(args: argparse.Namespace) -> int:
     from shoal.tools.group_views import format_kafka_listings
     from shoal.tools.groups import format_listings, list_groups, normalize_states, normalize_types
-    from shoal.tools.wire import ToolClient
 
     states = normalize_states(args.state or [])  # validate before connecting
     types = normalize_types(args.type or [])
     errors: list[str] = []
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         listings = list_groups(client, states, errors, types)
     if args.type is not None or args.state is not None:
         # kafka-consumer-groups --list --type/--state: its table (a header even when empty), consumer
@@ -60,7 +69,7 @@ def _groups_list(args: argparse.Namespace) -> int:
 
 def _groups_describe(args: argparse.Namespace) -> int:
     from shoal.tools.groups import describe_group, format_description
-    from shoal.tools.wire import ToolClient, ToolError
+    from shoal.tools.wire import ToolError
 
     group = args.group or args.group_flag
     if not group:
@@ -70,7 +79,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
         raise ToolError("give at most one of --offsets, --members, --state")
     if args.verbose and not views:
         views = ["offsets"]  # kafka-consumer-groups --describe --verbose: the offsets, verbose
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         desc = describe_group(client, group)
     if not views:
         print(format_description(desc))
@@ -86,9 +95,8 @@ def _groups_describe(args: argparse.Namespace) -> int:
 
 def _offsets_dump(args: argparse.Namespace) -> int:
     from shoal.tools.offsets_dump import dump_offsets
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         stats = dump_offsets(client, print, None if args.partition is None else [args.partition])
     sys.stdout.flush()
     extra = []
@@ -115,7 +123,7 @@ def _groups_reset(args: argparse.Namespace) -> int:
         read_plan,
         reset_offsets,
     )
-    from shoal.tools.wire import ToolClient, ToolError
+    from shoal.tools.wire import ToolError
 
     chosen = [s for s in _RESET_SCENARIOS if getattr(args, s.replace("-", "_")) not in (None, False)]
     if len(chosen) != 1:
@@ -134,7 +142,7 @@ def _groups_reset(args: argparse.Namespace) -> int:
         import time
 
         value = int(time.time() * 1000) - parse_duration_ms(value)
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         groups = all_group_ids(client) if args.all_groups else args.group
         plan = read_plan(value, groups) if scenario == "from-file" else None
         result = reset_offsets(client, groups, all_topics=args.all_topics, topics=args.topic or [],
@@ -145,11 +153,11 @@ def _groups_reset(args: argparse.Namespace) -> int:
 
 def _groups_delete(args: argparse.Namespace) -> int:
     from shoal.tools.group_admin import all_group_ids, delete_groups, format_delete
-    from shoal.tools.wire import ToolClient, ToolError
+    from shoal.tools.wire import ToolError
 
     if bool(args.group) == args.all_groups:
         raise ToolError("give --group (repeatable) or --all-groups")
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         result = delete_groups(client, all_group_ids(client) if args.all_groups else args.group)
     print(format_delete(result))
     return 1 if any(result.values()) else 0
@@ -157,9 +165,8 @@ def _groups_delete(args: argparse.Namespace) -> int:
 
 def _groups_delete_offsets(args: argparse.Namespace) -> int:
     from shoal.tools.group_admin import delete_offsets, format_delete_offsets
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         code, results = delete_offsets(client, args.group, args.topic)
     print(format_delete_offsets(args.group, args.topic, code, results))
     return 1 if code else 0
@@ -241,9 +248,8 @@ def add_offsets_parser(sub: argparse._SubParsersAction) -> None:
 
 def _txn_list(args: argparse.Namespace) -> int:
     from shoal.tools.transactions import format_list, list_transactions
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         print(format_list(list_transactions(client)))
     return 0
 
@@ -251,27 +257,24 @@ def _txn_list(args: argparse.Namespace) -> int:
 def _txn_describe(args: argparse.Namespace) -> int:
     from shoal.tools.table import format_tab_table
     from shoal.tools.transactions import DESCRIBE_HEADERS, describe_transaction
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         print(format_tab_table(DESCRIBE_HEADERS, [describe_transaction(client, args.transactional_id)]))
     return 0
 
 
 def _txn_producers(args: argparse.Namespace) -> int:
     from shoal.tools.transactions import describe_producers, format_producers
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         print(format_producers(describe_producers(client, [(args.topic, args.partition)], args.broker_id)))
     return 0
 
 
 def _txn_find_hanging(args: argparse.Namespace) -> int:
     from shoal.tools.transactions import find_hanging, format_hanging
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         print(format_hanging(find_hanging(client, broker_id=args.broker_id, topic=args.topic,
                                           partition=args.partition,
                                           max_transaction_timeout_min=args.max_transaction_timeout)))
@@ -280,9 +283,8 @@ def _txn_find_hanging(args: argparse.Namespace) -> int:
 
 def _txn_abort(args: argparse.Namespace) -> int:
     from shoal.tools.transactions import abort_transaction
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         abort_transaction(client, args.topic, args.partition, start_offset=args.start_offset,
                           producer_id=args.producer_id, producer_epoch=args.producer_epoch,
                           coordinator_epoch=args.coordinator_epoch)
@@ -332,11 +334,10 @@ def add_transactions_parser(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- shoal topics
 def _topics_create(args: argparse.Namespace) -> int:
     from shoal.tools.topics import create_topic, parse_configs, parse_replica_assignment
-    from shoal.tools.wire import ToolClient
 
     configs = parse_configs(args.config or [])
     assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         created = create_topic(client, args.topic, partitions=args.partitions,
                                replication_factor=args.replication_factor, configs=configs,
                                assignment=assignment, if_not_exists=args.if_not_exists)
@@ -347,9 +348,8 @@ def _topics_create(args: argparse.Namespace) -> int:
 
 def _topics_list(args: argparse.Namespace) -> int:
     from shoal.tools.topics import topic_names
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         names = topic_names(client, args.topic, args.exclude_internal)
     if names:
         print("\n".join(names))
@@ -364,11 +364,10 @@ def _topics_describe(args: argparse.Namespace) -> int:
         format_description,
         topic_names,
     )
-    from shoal.tools.wire import ToolClient
 
     f = DescribeFilter(args.under_replicated_partitions, args.unavailable_partitions,
                        args.under_min_isr_partitions, args.at_min_isr_partitions, args.topics_with_overrides)
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         names = topic_names(client, args.topic, args.exclude_internal)
         ensure_exists(names, args.topic, not args.if_exists)
         states = describe_topics(client, names)
@@ -381,9 +380,8 @@ def _topics_describe(args: argparse.Namespace) -> int:
 
 def _topics_delete(args: argparse.Namespace) -> int:
     from shoal.tools.topics import delete_topics, ensure_exists, topic_names
-    from shoal.tools.wire import ToolClient
 
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         names = topic_names(client, args.topic, args.exclude_internal)
         ensure_exists(names, args.topic, not args.if_exists)
         if names:
@@ -393,13 +391,13 @@ def _topics_delete(args: argparse.Namespace) -> int:
 
 def _topics_alter(args: argparse.Namespace) -> int:
     from shoal.tools.topics import add_partitions, ensure_exists, parse_replica_assignment, topic_names
-    from shoal.tools.wire import ToolClient, ToolError
+    from shoal.tools.wire import ToolError
 
     if args.partitions is None:
         raise ToolError("Option \"[alter]\" needs \"[partitions]\" (topic configs are changed with "
                         "`shoal configs alter`)")
     assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         names = topic_names(client, args.topic, args.exclude_internal)
         ensure_exists(names, args.topic, not args.if_exists)
         if names:
@@ -473,10 +471,9 @@ def _configs_entity(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def _configs_describe(args: argparse.Namespace) -> int:
     from shoal.tools.configs import ENTITY_TYPES, describe, entities, format_describe
-    from shoal.tools.wire import ToolClient
 
     entity, name = _configs_entity(args)
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         names = [name] if name is not None else entities(client, ENTITY_TYPES[entity])
         blocks = [format_describe(entity, n, describe(client, ENTITY_TYPES[entity], n, args.all), args.all)
                   for n in names]
@@ -486,7 +483,7 @@ def _configs_describe(args: argparse.Namespace) -> int:
 
 def _configs_alter(args: argparse.Namespace) -> int:
     from shoal.tools.configs import ENTITY_TYPES, alter, parse_add_config
-    from shoal.tools.wire import ToolClient, ToolError
+    from shoal.tools.wire import ToolError
 
     entity, name = _configs_entity(args)
     if name is None:
@@ -497,7 +494,7 @@ def _configs_alter(args: argparse.Namespace) -> int:
     delete = [k.strip() for spec in (args.delete_config or []) for k in spec.split(",") if k.strip()]
     if not add and not delete:
         raise ToolError("nothing to alter: give --add-config and/or --delete-config")
-    with ToolClient(args.bootstrap_server, timeout=args.timeout) as client:
+    with _client(args) as client:
         alter(client, ENTITY_TYPES[entity], name, add, delete)
     if name:
         print(f"Completed updating config for {entity[:-1]} {name}.")

@@ -83,14 +83,9 @@ def parse_topic_args(client: ToolClient, args: list[str]) -> list[TP]:
 
 def group_state(client: ToolClient, group: str) -> str:
     conn = client.find_coordinator(group)
-
-    def call():  # noqa: ANN202
-        g = conn.send(DescribeGroupsRequest(groups=[group])).groups[0]
-        return g, g.error_code
-
-    g, code = _retrying(call)
-    if code:
-        raise ToolError(f"cannot describe group {group!r}: {error_name(code)}")
+    g = _retrying(lambda: conn.send(DescribeGroupsRequest(groups=[group])).groups[0])
+    if g.error_code:
+        raise ToolError(f"cannot describe group {group!r}: {error_name(g.error_code)}")
     return g.group_state
 
 
@@ -193,12 +188,10 @@ def commit(client: ToolClient, group: str, offsets: dict[TP, int]) -> None:
               retention_time_ms=-1, topics=[cls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by.items()])
     v = conn.version(ApiKey.OFFSET_COMMIT, 8)
 
-    def call():  # noqa: ANN202
-        resp = conn.send(req, v)
-        codes = [p.error_code for t in resp.topics for p in t.partitions if p.error_code]
-        return resp, codes[0] if codes else ErrorCode.NONE
+    def first_error(resp: Any) -> int:
+        return next((p.error_code for t in resp.topics for p in t.partitions if p.error_code), ErrorCode.NONE)
 
-    _, code = _retrying(call)
+    code = first_error(_retrying(lambda: conn.send(req, v), first_error))
     if code:
         raise ToolError(f"committing the new offsets of group {group!r} failed: {error_name(code)}")
 
@@ -261,12 +254,8 @@ def delete_groups(client: ToolClient, groups: list[str]) -> dict[str, str | None
     out: dict[str, str | None] = {}
     for group in groups:
         conn = client.find_coordinator(group)
-
-        def call(conn: Any = conn, group: str = group):  # noqa: ANN202
-            r = conn.send(DeleteGroupsRequest(groups_names=[group])).results[0]
-            return r, r.error_code
-
-        r, code = _retrying(call)
+        req = DeleteGroupsRequest(groups_names=[group])
+        code = _retrying(lambda: conn.send(req).results[0]).error_code  # noqa: B023 - called at once
         out[group] = None if code == ErrorCode.NONE else _describe_error(code)
     return out
 
@@ -305,13 +294,9 @@ def delete_offsets(client: ToolClient, group: str, topics: list[str]) -> tuple[i
     for t, p in partitions:
         by.setdefault(t, []).append(cls.OffsetDeleteRequestPartition(partition_index=p))
     conn = client.find_coordinator(group)
-
-    def call():  # noqa: ANN202
-        resp = conn.send(cls(group_id=group, topics=[cls.OffsetDeleteRequestTopic(name=t, partitions=ps)
-                                                      for t, ps in by.items()]))
-        return resp, resp.error_code
-
-    resp, code = _retrying(call)
+    req = cls(group_id=group, topics=[cls.OffsetDeleteRequestTopic(name=t, partitions=ps) for t, ps in by.items()])
+    resp = _retrying(lambda: conn.send(req))
+    code = resp.error_code
     results: dict[TP, str | None] = {}
     for t in resp.topics:
         for p in t.partitions:

@@ -140,12 +140,13 @@ def normalize_states(states: Iterable[str]) -> list[str]:
     return out
 
 
-def _retrying(fn, attempts: int = 20):  # noqa: ANN001, ANN202 - tiny local helper
-    """Call ``fn`` until it returns a non-retriable error code (coordinator loading, moving)."""
+def _retrying(fn, code_of=lambda r: r.error_code, attempts: int = 20):  # noqa: ANN001, ANN202 - tiny local helper
+    """Call ``fn`` until its answer's error code (``code_of``) is not a retriable one (coordinator
+    loading, moving)."""
     for _ in range(attempts - 1):
-        result, code = fn()
-        if code not in _RETRIABLE:
-            return result, code
+        result = fn()
+        if code_of(result) not in _RETRIABLE:
+            return result
         time.sleep(0.1)
     return fn()
 
@@ -183,14 +184,9 @@ def _list_node(client: ToolClient, node_id: int, wanted: list[str], out: dict[st
     conn = client.node(node_id)
     v = conn.version(ApiKey.LIST_GROUPS)
     req = ListGroupsRequest(states_filter=wanted if v >= 4 else [], types_filter=list(types) if v >= 5 else [])
-
-    def call():  # noqa: ANN202
-        resp = conn.send(req, v)
-        return resp, resp.error_code
-
-    resp, code = _retrying(call)
-    if code != ErrorCode.NONE:
-        raise ToolError(f"ListGroups failed: {error_name(code)}")
+    resp = _retrying(lambda: conn.send(req, v))
+    if resp.error_code != ErrorCode.NONE:
+        raise ToolError(f"ListGroups failed: {error_name(resp.error_code)}")
     for g in resp.groups:
         out[g.group_id] = GroupListing(g.group_id, g.group_state if v >= 4 else "", g.protocol_type, node_id,
                                        g.group_type if v >= 5 else "")
@@ -238,16 +234,13 @@ def _committed_with_epochs(conn, group_id: str) -> dict[tuple[str, int], tuple[i
 
     def call():  # noqa: ANN202
         resp = conn.send(req, v)
-        if v >= 8:
-            g = resp.groups[0]
-            return (g.topics, g.error_code), g.error_code
-        return (resp.topics, resp.error_code), resp.error_code
+        return resp.groups[0] if v >= 8 else resp
 
-    (topics, code), _ = _retrying(call)
-    if code != ErrorCode.NONE:
-        raise ToolError(f"OffsetFetch for group {group_id!r} failed: {error_name(code)}")
+    g = _retrying(call)
+    if g.error_code != ErrorCode.NONE:
+        raise ToolError(f"OffsetFetch for group {group_id!r} failed: {error_name(g.error_code)}")
     out: dict[tuple[str, int], tuple[int, int | None]] = {}
-    for t in topics:
+    for t in g.topics:
         for p in t.partitions:
             if p.error_code == ErrorCode.NONE and p.committed_offset >= 0:
                 epoch = getattr(p, "committed_leader_epoch", -1) if v >= 5 else -1
@@ -311,12 +304,8 @@ def _consumer_group_describe(conn, group_id: str) -> Any | None:  # noqa: ANN001
     DescribeGroups, and so do we)."""
     if ApiKey.CONSUMER_GROUP_DESCRIBE not in conn.api_versions:
         return None
-
-    def call():  # noqa: ANN202
-        g = conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id])).groups[0]
-        return g, g.error_code
-
-    g, code = _retrying(call)
+    g = _retrying(lambda: conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id])).groups[0])
+    code = g.error_code
     if code == ErrorCode.GROUP_ID_NOT_FOUND:
         return None
     if code != ErrorCode.NONE:
@@ -341,12 +330,8 @@ def _from_consumer_describe(g: Any, group_id: str, coordinator: tuple[int, str, 
 def _from_describe_groups(conn, group_id: str, coordinator: tuple[int, str, int]  # noqa: ANN001
                           ) -> tuple[GroupDescription, bool]:
     """DescribeGroups of a classic group: (its description, whether the broker reported it Dead)."""
-    def call():  # noqa: ANN202
-        resp = conn.send(DescribeGroupsRequest(groups=[group_id]))
-        g = resp.groups[0]
-        return g, g.error_code
-
-    g, code = _retrying(call)
+    g = _retrying(lambda: conn.send(DescribeGroupsRequest(groups=[group_id])).groups[0])
+    code = g.error_code
     if code == ErrorCode.GROUP_ID_NOT_FOUND:
         raise ToolError(f"Consumer group '{group_id}' does not exist.")
     if code != ErrorCode.NONE:

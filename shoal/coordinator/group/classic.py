@@ -212,12 +212,7 @@ class ClassicGroupManager(ClassicRebalancer):
         log.info("Static member with group instance id %s re-joins group %s in %s state: member id %s replaces %s.",
                  instance_id, group.group_id, group.state.value, new_id, old_id)
         # The old member id is fenced: anything it has parked is answered so.
-        if old.join_waiter is not None:
-            self._join_error(old.join_waiter, E.FENCED_INSTANCE_ID, old_id)
-            old.join_waiter = None
-        if old.sync_waiter is not None:
-            self._sync_error(old.sync_waiter, E.FENCED_INSTANCE_ID)
-            old.sync_waiter = None
+        self.release_waiters(old, E.FENCED_INSTANCE_ID)
         self.timers.cancel(heartbeat_timer_key(group.group_id, old_id))
         self.schedule_heartbeat(group, new, now_ms)
         if group.state == S.STABLE:
@@ -404,7 +399,7 @@ class ClassicGroupManager(ClassicRebalancer):
         if value is None:
             gone = self.groups.pop(group_id, None)
             if gone is not None:
-                gone.previous_state, gone.state = gone.state, S.DEAD
+                gone.state = S.DEAD
             return
         group = self.groups.get(group_id)
         if group is None:
@@ -415,14 +410,9 @@ class ClassicGroupManager(ClassicRebalancer):
         """Parked joins and syncs are answered NOT_COORDINATOR (their clients find the new one); groups Dead."""
         for group in self.groups.values():
             for m in group.members.values():
-                if m.join_waiter is not None:
-                    self._join_error(m.join_waiter, E.NOT_COORDINATOR, m.member_id)
-                    m.join_waiter = None
-                if m.sync_waiter is not None:
-                    self._sync_error(m.sync_waiter, E.NOT_COORDINATOR)
-                    m.sync_waiter = None
+                self.release_waiters(m, E.NOT_COORDINATOR)
         for group in self.groups.values():
-            group.previous_state, group.state = group.state, S.DEAD
+            group.state = S.DEAD
 
     def on_loaded(self, now_ms: int) -> None:
         """Kafka re-arms every loaded member's session timer on load."""

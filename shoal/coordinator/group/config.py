@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shoal.coordinator.result import int_settings_from_properties
+
 # Kafka's GroupCoordinator constant: a new member (no heartbeat yet) is dropped
 # if its parked JoinGroup is not completed within this time.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
@@ -113,11 +115,7 @@ class GroupConfig:
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> GroupConfig:
         """Build from Kafka-style dotted properties; unknown keys are ignored."""
-        config = cls()
-        for name, f in cls.__dataclass_fields__.items():
-            dotted = name.replace("_", ".")
-            if f.type == "int" and dotted in props:
-                setattr(config, name, int(props[dotted]))
+        config = int_settings_from_properties(cls(), props)
         if "group.consumer.assignors" in props:
             # Kafka accepts class names too: the last dotted part, lower-cased, without "Assignor".
             config.group_consumer_assignors = tuple(_assignor_name(n) for n in _csv(props["group.consumer.assignors"]))

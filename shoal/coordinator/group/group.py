@@ -31,7 +31,6 @@ class ClassicGroup:
                  keep_alive: KeepAlive | None = None) -> None:
         self.group_id = group_id
         self.state = state
-        self.previous_state = state
         self.current_state_timestamp: int | None = now_ms
         self.generation_id = 0
         self.protocol_type: str | None = None
@@ -50,7 +49,6 @@ class ClassicGroup:
     def transition_to(self, target: GroupState, now_ms: int | None) -> None:
         check_transition(self.group_id, self.state, target)
         log.info("[GroupId %s] Transitioned from %s to %s.", self.group_id, self.state.value, target.value)
-        self.previous_state = self.state
         self.state = target
         self.current_state_timestamp = now_ms
 
@@ -241,7 +239,7 @@ class ClassicGroup:
         self.pending_sync_members &= set(members)
         target = S.STABLE if members else S.EMPTY
         if self.state != target:
-            self.previous_state, self.state = self.state, target
+            self.state = target
         self.current_state_timestamp = None if ts == -1 else ts
         self.subscribed_topics = self.compute_subscribed_topics()
 

@@ -125,12 +125,7 @@ class GroupMigration:
         members = self._from_classic(group)
         classic = self.shard.classic
         for cm in group.members.values():
-            if cm.join_waiter is not None:
-                classic._join_error(cm.join_waiter, E.REBALANCE_IN_PROGRESS, cm.member_id)
-                cm.join_waiter = None
-            if cm.sync_waiter is not None:
-                classic._sync_error(cm.sync_waiter, E.REBALANCE_IN_PROGRESS)
-                cm.sync_waiter = None
+            classic.release_waiters(cm, E.REBALANCE_IN_PROGRESS)
             self.shard.timers.cancel(heartbeat_timer_key(gid, cm.member_id))
         records: list[Record] = list(group.tombstone_records())
         records += [R.member_subscription_record(gid, m) for m in members]

@@ -153,21 +153,10 @@ class OffsetMetadataManager:
         instance_id = req.group_instance_id if v >= 7 else None
         retention = req.retention_time_ms if 2 <= v <= 4 else -1
         requested = [(t.name, t.partitions) for t in req.topics]
-
-        def all_failed(error: ErrorCode) -> Any:
+        error = self._refused(req.group_id, member_id, instance_id, generation, transactional=False, now_ms=now_ms,
+                              api_version=v)
+        if error is not None:
             return offset_commit_response([(n, [(p.partition_index, error) for p in ps]) for n, ps in requested])
-
-        group = self.shard.groups.get(req.group_id)
-        if group is None:
-            if generation >= 0:
-                # Not a simple commit, and no such group: an old generation.
-                return all_failed(E.ILLEGAL_GENERATION)
-            # A simple (standalone) consumer: the replayed records create the Empty group.
-        else:
-            error = group.validate_offset_commit(member_id, instance_id, generation, transactional=False,
-                                                 now_ms=now_ms, api_version=v)
-            if error is not None:
-                return all_failed(error)
         expire = None if retention == -1 else now_ms + retention
 
         def offset(p: Any, metadata: str) -> OffsetAndMetadata:
@@ -177,6 +166,17 @@ class OffsetMetadataManager:
                                      metadata=metadata, commit_timestamp=commit_ts, expire_timestamp=expire)
 
         return offset_commit_response(self._emit_offsets(req.group_id, requested, offset))
+
+    def _refused(self, group_id: str, member_id: str, instance_id: str | None, generation: int, *,
+                 transactional: bool, now_ms: int, api_version: int = 9) -> ErrorCode | None:
+        """Why a commit to ``group_id`` is refused (None: it is not)."""
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            # No such group: an old generation, unless a simple (standalone) committer (the replayed
+            # records create the Empty group).
+            return E.ILLEGAL_GENERATION if generation >= 0 else None
+        return group.validate_offset_commit(member_id, instance_id, generation, transactional=transactional,
+                                            now_ms=now_ms, api_version=api_version)
 
     def _emit_offsets(self, group_id: str, requested: list[tuple[str, Any]],
                       offset: Callable[[Any, str], OffsetAndMetadata], producer_id: int = -1,
@@ -205,20 +205,10 @@ class OffsetMetadataManager:
         member_id = req.member_id if v >= 3 else ""
         instance_id = req.group_instance_id if v >= 3 else None
         requested = [(t.name, t.partitions) for t in req.topics]
-
-        def all_failed(error: ErrorCode) -> Any:
+        error = self._refused(req.group_id, member_id, instance_id, generation, transactional=True, now_ms=now_ms)
+        if error is not None:
             return offset_commit_response([(n, [(p.partition_index, error) for p in ps]) for n, ps in requested],
                                           TxnOffsetCommitResponse)
-
-        group = self.shard.groups.get(req.group_id)
-        if group is None:
-            if generation >= 0:
-                return all_failed(E.ILLEGAL_GENERATION)
-        else:
-            error = group.validate_offset_commit(member_id, instance_id, generation, transactional=True,
-                                                 now_ms=now_ms)
-            if error is not None:
-                return all_failed(error)
 
         def offset(p: Any, metadata: str) -> OffsetAndMetadata:
             return OffsetAndMetadata(offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if v >= 2 else -1,

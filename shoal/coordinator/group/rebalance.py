@@ -93,6 +93,16 @@ class ClassicRebalancer:
     def _sync_error(self, waiter: PendingRequest, error: int) -> None:
         self._respond(waiter, sync_response(waiter.api_version, error=error))
 
+    def release_waiters(self, member: ClassicMember, error: int, *, name_member: bool = True) -> None:
+        """Answer the member's parked JoinGroup (naming its member id, if ``name_member``) and SyncGroup
+        with ``error``."""
+        if member.join_waiter is not None:
+            self._join_error(member.join_waiter, error, member.member_id if name_member else "")
+            member.join_waiter = None
+        if member.sync_waiter is not None:
+            self._sync_error(member.sync_waiter, error)
+            member.sync_waiter = None
+
     def schedule_heartbeat(self, group: ClassicGroup, member: ClassicMember, now_ms: int, timeout_ms: int | None = None) -> None:
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
         gid, mid = group.group_id, member.member_id
@@ -224,12 +234,7 @@ class ClassicRebalancer:
 
     def _remove_member(self, group: ClassicGroup, member: ClassicMember) -> None:
         """Remove without reacting (callers decide about rebalancing)."""
-        if member.join_waiter is not None:
-            self._join_error(member.join_waiter, E.UNKNOWN_MEMBER_ID)
-            member.join_waiter = None
-        if member.sync_waiter is not None:
-            self._sync_error(member.sync_waiter, E.UNKNOWN_MEMBER_ID)
-            member.sync_waiter = None
+        self.release_waiters(member, E.UNKNOWN_MEMBER_ID, name_member=False)
         self.timers.cancel(heartbeat_timer_key(group.group_id, member.member_id))
         group.remove_member(member.member_id)
 

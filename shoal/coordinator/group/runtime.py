@@ -10,7 +10,6 @@ lock, so the shard turns the producer's pending offsets into committed ones
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,7 +22,6 @@ from shoal.coordinator.group.consumer.topics import TopicsView
 from shoal.coordinator.group.responses import GROUP_API_KEYS, error_response
 from shoal.coordinator.group.shard import GroupCoordinatorShard
 from shoal.coordinator.loader import load_offsets_log
-from shoal.coordinator.partitioning import partition_for
 from shoal.coordinator.runtime import CoordinatorRuntime
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
@@ -51,21 +49,17 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
                  member_id_suffix: Callable[[], str] | None = None,
                  partition_for: Callable[[str], int] | None = None, topics: TopicsView | None = None,
                  assignors: Mapping[str, ServerAssignor] | None = None) -> None:
-        super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms)
+        super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms, partition_for=partition_for)
         self.config = config or GroupConfig()
         self._member_id_suffix = member_id_suffix
-        self._partition_for = partition_for
         self._topics = topics
         if assignors is None:
             assignors = resolve_assignors(self.config.group_consumer_assignors)
         self._assignors = dict(assignors)
 
-    def partition_for(self, group_id: str) -> int:
-        """The `__consumer_offsets` partition of a group: the broker's answer (from the topic as it
-        exists) when given, else the configured partition count (a runtime on its own, in tests)."""
-        if self._partition_for is not None:
-            return self._partition_for(group_id)
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+    @property
+    def num_partitions(self) -> int:
+        return self.config.offsets_topic_num_partitions
 
     def new_shard(self, partition: int, plog: Any) -> GroupCoordinatorShard:
         return GroupCoordinatorShard(partition, self.config, member_id_suffix=self._member_id_suffix,
@@ -105,12 +99,7 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
 
     async def _handle_multi(self, api_key: ApiKey, api_version: int, request: Any, group_ids: list[str],
                             client_id: str, client_host: str) -> Any:
-        by_partition: dict[int, list[int]] = {}
-        for i, gid in enumerate(group_ids):
-            by_partition.setdefault(self.partition_for(gid), []).append(i)
-        entries: dict[int, Any] = {}
-
-        async def one(partition: int, idxs: list[int]) -> None:
+        async def ask(partition: int, idxs: list[int]) -> list[Any]:
             sub = copy.copy(request)
             if api_key == ApiKey.DESCRIBE_GROUPS:
                 sub.groups = [request.groups[i] for i in idxs]
@@ -121,12 +110,9 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
             else:
                 sub.groups = [request.groups[i] for i in idxs]
             resp = await self.run(partition, api_key, api_version, sub, client_id, client_host)
-            items = resp.results if api_key == ApiKey.DELETE_GROUPS else resp.groups
-            for i, item in zip(idxs, items, strict=True):
-                entries[i] = item
+            return resp.results if api_key == ApiKey.DELETE_GROUPS else resp.groups
 
-        await asyncio.gather(*(one(p, idxs) for p, idxs in by_partition.items()))
-        ordered = [entries[i] for i in range(len(group_ids))]
+        ordered = await self.scatter(group_ids, ask)
         if api_key == ApiKey.DESCRIBE_GROUPS:
             return DescribeGroupsResponse(groups=ordered)
         if api_key == ApiKey.DELETE_GROUPS:

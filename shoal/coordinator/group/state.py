@@ -47,12 +47,3 @@ def check_transition(group_id: str, current: GroupState, target: GroupState) -> 
             f"{sorted(s.value for s in VALID_PREVIOUS_STATES[target])} before moving to "
             f"{target.value}; it is in {current.value}"
         )
-
-
-def parse_state(name: str) -> GroupState | None:
-    """Case-insensitive lookup of a state name as ListGroups' states filter sends it."""
-    low = name.lower()
-    for s in GroupState:
-        if s.value.lower() == low:
-            return s
-    return None

@@ -24,7 +24,6 @@ from typing import Any
 
 from shoal.clock import now_ms
 from shoal.coordinator.loader import latest_records
-from shoal.coordinator.partitioning import partition_for
 from shoal.coordinator.runtime import CoordinatorRuntime, Partition
 from shoal.coordinator.txn.responses import (
     TXN_API_KEYS,
@@ -68,21 +67,17 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionCoordinatorSha
                  write_marker: MarkerWriter, partition_exists: Callable[[str, int], bool] = lambda t, p: True,
                  log_config: LogConfig = TXN_LOG_CONFIG, clock_ms: Callable[[], int] = now_ms,
                  partition_for: Callable[[str], int] | None = None) -> None:
-        super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms)
+        super().__init__(node_id, log_manager, log_config=log_config, clock_ms=clock_ms, partition_for=partition_for)
         self.config = config or TxnConfig()
         self._next_producer_id = next_producer_id
         self._offsets_partition = offsets_partition
         self._partition_exists = partition_exists
         self._write_marker = write_marker
         self._marker_tasks: set[asyncio.Task] = set()
-        self._partition_for = partition_for
 
-    def partition_for(self, transactional_id: str) -> int:
-        """The `__transaction_state` partition of a transactional id: the broker's answer (from the topic
-        as it exists) when given, else the configured partition count (a runtime on its own, in tests)."""
-        if self._partition_for is not None:
-            return self._partition_for(transactional_id)
-        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
+    @property
+    def num_partitions(self) -> int:
+        return self.config.transaction_state_log_num_partitions
 
     # ================================================================ the generic runtime's hooks
     def new_shard(self, partition: int, plog: Any) -> TransactionCoordinatorShard:
@@ -160,20 +155,13 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionCoordinatorSha
 
     async def _describe(self, api_version: int, request: Any, client_id: str, client_host: str) -> Any:
         ids = list(request.transactional_ids)
-        by_partition: dict[int, list[int]] = {}
-        for i, tid in enumerate(ids):
-            by_partition.setdefault(self.partition_for(tid), []).append(i)
-        states: dict[int, Any] = {}
 
-        async def one(partition: int, idxs: list[int]) -> None:
+        async def ask(partition: int, idxs: list[int]) -> list[Any]:
             sub = type(request)(transactional_ids=[ids[i] for i in idxs])
             resp = await self.run(partition, ApiKey.DESCRIBE_TRANSACTIONS, api_version, sub, client_id, client_host)
-            for i, st in zip(idxs, resp.transaction_states, strict=True):
-                states[i] = st
+            return resp.transaction_states
 
-        await asyncio.gather(*(one(p, idxs) for p, idxs in by_partition.items()))
-        return DescribeTransactionsResponse(throttle_time_ms=0,
-                                            transaction_states=[states[i] for i in range(len(ids))])
+        return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=await self.scatter(ids, ask))
 
     async def _list(self, api_version: int, request: Any, client_id: str, client_host: str) -> Any:
         error = ErrorCode.NONE

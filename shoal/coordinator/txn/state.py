@@ -31,10 +31,6 @@ class TxnState(IntEnum):
         return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
     @property
-    def is_complete(self) -> bool:
-        return self in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-
-    @property
     def expiration_allowed(self) -> bool:
         """A transactional id in this state may expire (transactional.id.expiration.ms)."""
         return self in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)

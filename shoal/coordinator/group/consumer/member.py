@@ -67,10 +67,6 @@ class ConsumerMember:
         return (self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.client_id, self.client_host,
                 self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.classic)
 
-    def assignment_fields(self) -> tuple:
-        """What a ConsumerGroupCurrentMemberAssignment record holds."""
-        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation)
-
 
 def partitions_equal(a: Partitions, b: Partitions) -> bool:
     """Equal assignments, an empty partition set counting as absent."""
