@@ -28,8 +28,9 @@ from shoal.broker.metadata import (
     TopicInfo,
 )
 from shoal.broker.metrics import BrokerMetrics, MetricsServer
-from shoal.broker.node import BrokerNode
+from shoal.broker.node import BrokerNode, NodeListener
 from shoal.broker.producer_ids import ProducerIdManager
+from shoal.broker.security.listeners import listener_security, listener_specs
 from shoal.broker.topic_configs import (
     DYNAMIC_BROKER_CONFIGS,
     InvalidBrokerConfig,
@@ -83,12 +84,7 @@ class Broker:
         max_open = config.get_optional_int("log.max.open.segments")
         if max_open is not None:
             FILE_POOL.limit = max(1, max_open)
-        self.nodes: dict[int, BrokerNode] = {}
-        listener = config.listeners[0]
-        advertised = config.advertised_listeners[0]
-        for i, node_id in enumerate(self.node_ids):
-            port = listener.port + i if listener.port else 0
-            self.nodes[node_id] = BrokerNode(self, node_id, listener.host, port, advertised.host)
+        self.nodes = self._make_nodes()
         self.fetch_waiters = FetchWaiters()
         self.apis = ApiRegistry.default()
         self.metrics = BrokerMetrics()
@@ -96,6 +92,20 @@ class Broker:
         self.coordinators = GroupCoordinators(self)
         self.txn_coordinators = TxnCoordinators(self)
         self._housekeeping: asyncio.Task[None] | None = None
+
+    def _make_nodes(self) -> dict[int, BrokerNode]:
+        """Each node gets every listener; node i binds each listener's port + i × the number of
+        listeners (so adjacent ports never collide), or an ephemeral port for port 0."""
+        specs = listener_specs(self.config)
+        security = [listener_security(self.config, spec, self.metadata.scram.get) for spec in specs]
+        nodes = {}
+        for i, node_id in enumerate(self.node_ids):
+            step = i * len(specs)
+            nodes[node_id] = BrokerNode(self, node_id, [
+                NodeListener(sec, spec.host, spec.port + step if spec.port else 0, spec.advertised_host,
+                             None if spec.advertised_port is None else spec.advertised_port + step)
+                for spec, sec in zip(specs, security, strict=True)])
+        return nodes
 
     def _cluster_id(self) -> str:
         meta = self.log_dirs[0] / "meta.properties"

@@ -102,10 +102,48 @@ DEFAULTS: dict[str, str] = {
     "producer.id.expiration.ms": "86400000",
     # shoal: the port of the Prometheus endpoint (/metrics, /health, /ready); empty: off
     "metrics.port": "",
+    # security (broker/security/): listeners' protocols, TLS, SASL, re-authentication
+    "listener.security.protocol.map": "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+    "controller.listener.names": "",
+    "connections.max.reauth.ms": "0",
+    "connection.failed.authentication.delay.ms": "100",
+    "sasl.server.max.receive.size": "524288",
+    "ssl.protocol": "TLSv1.3",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.cipher.suites": "",
+    "ssl.client.auth": "none",
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": "",
+    "ssl.keystore.password": "",
+    "ssl.key.password": "",
+    "ssl.keystore.key": "",
+    "ssl.keystore.certificate.chain": "",
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": "",
+    "ssl.truststore.password": "",
+    "ssl.truststore.certificates": "",
+    "ssl.endpoint.identification.algorithm": "https",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    "sasl.oauthbearer.jwks.endpoint.url": "",
+    "sasl.oauthbearer.expected.audience": "",
+    "sasl.oauthbearer.expected.issuer": "",
+    "sasl.oauthbearer.sub.claim.name": "sub",
+    "sasl.oauthbearer.scope.claim.name": "scope",
+    "sasl.oauthbearer.clock.skew.seconds": "30",
+    # ACLs: empty (Kafka's default) means no authorizer, every request allowed; the authorizer's
+    # own settings (super.users, allow.everyone.if.no.acl.found) are not broker configs and are
+    # read from the properties as given (security.authorizer)
+    "authorizer.class.name": "",
 }
 
+# Configs whose Kafka default is the empty string, not null (DescribeConfigs reports "" for them).
+EMPTY_STRING_DEFAULTS = frozenset({"authorizer.class.name", "ssl.cipher.suites", "sasl.oauthbearer.expected.audience"})
+
+# The one authorizer Kafka 4 ships, and so the one class name shoal accepts.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
 # Kafka's dynamic broker configs that shoal keeps and reports but does not act on: thread pools
-# (shoal has one event loop), the cleaner's tuning, SASL login settings (no SASL yet). Tools and
+# (shoal has one event loop), the cleaner's tuning, SASL's Kerberos and login-refresh settings. Tools and
 # test suites that change them (librdkafka's alters sasl.kerberos.min.time.before.relogin) work.
 PASSIVE_DYNAMIC_BROKER_DEFAULTS: dict[str, str] = {
     "num.io.threads": "8", "num.network.threads": "3", "num.replica.fetchers": "1",
@@ -322,6 +360,10 @@ class BrokerConfig:
         self.get_bool("auto.create.topics.enable")
         self.retention_ms  # noqa: B018
         self.segment_ms  # noqa: B018
+        authorizer = self.get("authorizer.class.name").strip()
+        if authorizer not in ("", STANDARD_AUTHORIZER):
+            raise ConfigError(f"authorizer.class.name: {authorizer!r} is not supported; shoal's ACLs are "
+                              f"Kafka's {STANDARD_AUTHORIZER} (leave it empty for no authorizer)")
         known = set(DEFAULTS) | {"log.dir", "broker.id"}
         for key in self.props:
             if key not in known:

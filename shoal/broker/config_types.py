@@ -64,6 +64,19 @@ _TYPES: dict[str, int] = {
     "log.segment.delete.delay.ms": LONG, "log.local.retention.bytes": LONG,
     "log.local.retention.ms": LONG, "log.preallocate": BOOLEAN, "log.remote.copy.lag.bytes": LONG,
     "log.remote.copy.lag.ms": LONG, "log.index.size.max.bytes": INT,
+    "listener.security.protocol.map": STRING, "controller.listener.names": LIST,
+    "connections.max.reauth.ms": LONG, "connection.failed.authentication.delay.ms": INT,
+    "sasl.server.max.receive.size": INT, "ssl.protocol": STRING, "ssl.enabled.protocols": LIST,
+    "ssl.cipher.suites": LIST, "ssl.client.auth": STRING, "ssl.keystore.type": STRING,
+    "ssl.keystore.location": STRING, "ssl.keystore.password": PASSWORD, "ssl.key.password": PASSWORD,
+    "ssl.keystore.key": PASSWORD, "ssl.keystore.certificate.chain": PASSWORD, "ssl.truststore.type": STRING,
+    "ssl.truststore.location": STRING, "ssl.truststore.password": PASSWORD,
+    "ssl.truststore.certificates": PASSWORD, "ssl.endpoint.identification.algorithm": STRING,
+    "ssl.principal.mapping.rules": STRING,
+    "authorizer.class.name": STRING, "sasl.jaas.config": PASSWORD,
+    "sasl.oauthbearer.jwks.endpoint.url": STRING, "sasl.oauthbearer.expected.audience": LIST,
+    "sasl.oauthbearer.expected.issuer": STRING, "sasl.oauthbearer.sub.claim.name": STRING,
+    "sasl.oauthbearer.scope.claim.name": STRING, "sasl.oauthbearer.clock.skew.seconds": INT,
     # shoal's own
     "metrics.port": INT, "max.records.per.user.op": INT, "request.read.timeout.ms": LONG,
     "log.max.open.segments": INT,
@@ -71,5 +84,16 @@ _TYPES: dict[str, int] = {
 
 
 def config_type(name: str) -> int:
-    """The ConfigType of ``name``; a property shoal does not know is reported as a STRING."""
+    """The ConfigType of ``name``; a property shoal does not know is reported as a STRING.
+
+    A per-listener or per-mechanism property (listener.name.<l>.[<mechanism>.]<key>) has its key's type."""
+    if name.startswith("listener.name."):
+        for i in range(len(name)):
+            if name[i] == "." and name[i + 1:] in _TYPES:
+                return _TYPES[name[i + 1:]]
     return _TYPES.get(name, STRING)
+
+
+def is_sensitive(name: str) -> bool:
+    """A secret: DescribeConfigs reports it with no value, as Kafka does for PASSWORD configs."""
+    return config_type(name) == PASSWORD

@@ -33,8 +33,11 @@ import traceback
 from collections import deque
 from typing import TYPE_CHECKING
 
+from shoal.broker.security.authentication import Authenticator
+from shoal.broker.security.principal import ANONYMOUS, subject_dn
+
 if TYPE_CHECKING:
-    from shoal.broker.node import BrokerNode
+    from shoal.broker.node import BrokerNode, NodeListener
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +181,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     big for it into its own bytearray (no further copy), which the produce path then edits in
     place (base offsets) and writes to the log."""
 
-    def __init__(self, node: BrokerNode) -> None:
+    def __init__(self, node: BrokerNode, listener: NodeListener) -> None:
         self.node = node
+        self.listener = listener
+        self.auth = Authenticator(listener.security.sasl)
+        self._close_after = False
         self.memory: RequestMemory = node.broker.request_memory
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -206,6 +212,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.auth.principal = self._tls_principal(transport)
         refusal = self.node.admit(self)
         if refusal is not None:
             log.warning("refusing connection from %s: %s", self.peer, refusal)
@@ -215,6 +222,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.node.connections.add(self)
         transport.set_write_buffer_limits(high=_WRITE_HIGH)
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def _tls_principal(self, transport: asyncio.Transport) -> str:
+        """User:<the client certificate's subject, mapped> on a TLS listener, else User:ANONYMOUS
+        (SASL replaces it once the client authenticates)."""
+        ssl_object = transport.get_extra_info("ssl_object")
+        cert = ssl_object.getpeercert() if ssl_object is not None else None
+        if not cert:
+            return ANONYMOUS
+        return "User:" + self.listener.security.principal_mapper.name(subject_dn(cert))
+
+    def close_after_response(self) -> None:
+        """Close once the response now being built has been written (a failed authentication)."""
+        self._close_after = True
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -254,15 +274,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._parse()
 
     def _parse(self) -> None:
-        buf, limit = self._buf, self.node.max_request_bytes
+        buf, limit = self._buf, self.auth.max_frame(self.node.max_request_bytes)
         assert buf is not None
         start, end = self._start, self._end
         parsed = False
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > limit:
-                log.warning("closing connection from %s: request size %d outside [0, %d] "
-                            "(socket.request.max.bytes)", self.peer, size, limit)
+                log.warning("closing connection from %s: request size %d outside [0, %d] (%s)", self.peer, size,
+                            limit, "socket.request.max.bytes" if self.auth.authenticated
+                            else "sasl.server.max.receive.size, before authentication")
                 self.close()
                 return
             have = end - start - 4
@@ -380,6 +401,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if response is not None and not self.closed and self.transport is not None:
                     self.transport.write(response)
                     del response
+                if self._close_after:
+                    self.close()
+                    return
                 # As Kafka mutes a channel until its response is sent: the next request of this
                 # connection waits while the client has not taken what was sent before. Response
                 # budget comes back when sent, or after a few seconds whatever the client does, so

@@ -22,6 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from shoal.broker.metadata_log import MetadataLog
+from shoal.broker.security.authorizer import (
+    AclBinding,
+    AclBindingFilter,
+    AclError,
+    AclStore,
+    DeleteFilterResult,
+)
+from shoal.broker.security.authorizer import to_record as acl_record
+from shoal.broker.security.credentials import ScramCredentials, Upsertion, UserResult
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
@@ -85,6 +94,8 @@ class ClusterMetadata:
         self._log = MetadataLog(directory, fsync) if directory is not None else None
         # dynamic broker configs: "" (the cluster default) or a node id -> {name: value}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.scram = ScramCredentials()
+        self.acls = AclStore()
         # called with (topic, partition, old_leader, new_leader) on every change
         self.leader_listeners: list[Callable[[str, int, int, int], None]] = []
         # A cluster that starts with no metadata at all (not a restart, not a migration)
@@ -127,6 +138,10 @@ class ClusterMetadata:
             self.topics[r["name"]].configs = dict(r["configs"])
         elif kind == "broker_configs":
             self.broker_configs[str(r["resource"])] = dict(r["configs"])
+        elif kind == "scram":
+            self.scram.apply(r)
+        elif kind == "acl":
+            self.acls.apply(r)
 
     def _snapshot(self) -> Iterator[dict[str, Any]]:
         for t in self.topics.values():
@@ -135,13 +150,15 @@ class ClusterMetadata:
         for resource, configs in sorted(self.broker_configs.items()):
             if configs:
                 yield {"t": "broker_configs", "resource": resource, "configs": configs}
+        yield from self.scram.snapshot()
+        yield from self.acls.records()
 
     def _record(self, *records: dict[str, Any]) -> None:
         """Make a change durable; rewrite the log as a snapshot when it is mostly history."""
         if self._log is None:
             return
         self._log.append(records)
-        live = sum(1 for _ in self.broker_configs) + len(self.topics)
+        live = sum(1 for _ in self.broker_configs) + len(self.topics) + len(self.scram) + len(self.acls)
         if self._log.records > max(1000, 4 * live):
             self._log.rewrite(self._snapshot())
 
@@ -213,6 +230,33 @@ class ClusterMetadata:
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self._record({"t": "topic_configs", "name": name, "configs": dict(configs)})
         self.topics[name].configs = dict(configs)
+
+    def alter_scram(self, deletions: list[tuple[str, int]],
+                    upsertions: list[Upsertion]) -> list[UserResult]:
+        """AlterUserScramCredentials: validate, make durable, apply; each user's result."""
+        results, records = self.scram.alter(deletions, upsertions)
+        self._record(*records)
+        for record in records:
+            self.scram.apply(record)
+        return results
+
+    def create_acls(self, bindings: list[AclBinding]) -> list[AclError | None]:
+        """CreateAcls: validate, make the new bindings durable, apply; each binding's error or None."""
+        errors, new = self.acls.create(bindings, apply=False)
+        records = [acl_record(b, "create") for b in new]
+        self._record(*records)
+        for record in records:
+            self.acls.apply(record)
+        return errors
+
+    def delete_acls(self, filters: list[AclBindingFilter]) -> list[DeleteFilterResult]:
+        """DeleteAcls: each filter's error or the bindings it matched, removed durably."""
+        results, removed = self.acls.delete(filters, apply=False)
+        records = [acl_record(b, "delete") for b in removed]
+        self._record(*records)
+        for record in records:
+            self.acls.apply(record)
+        return results
 
     def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
         """The dynamic configs of broker ``resource`` ("" for the cluster default), replaced."""

@@ -15,6 +15,7 @@ Records (``t`` is the type):
 - ``delete``: name
 - ``topic_configs``: name, configs (the whole set)
 - ``broker_configs``: resource ("" the cluster default, or a node id), configs
+- ``scram``: op (upsert or delete), user, mechanism, and the salt, keys and iterations
 """
 
 from __future__ import annotations

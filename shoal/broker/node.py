@@ -1,4 +1,4 @@
-"""One broker node: its listener, its node id, and request dispatch.
+"""One broker node: its listeners, its node id, and request dispatch.
 
 Several nodes can live in one process (`shoal serve --nodes N`); they share
 the `Broker` (metadata, storage, coordinators) but each answers as itself:
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.broker.authorize import authorize
 from shoal.broker.connection import CloseConnection, KafkaConnection
+from shoal.broker.security.authentication import AuthenticationFailed, IllegalRequest
+from shoal.clock import now_ms
 from shoal.protocol.errors import DecodeError
 from shoal.protocol.framing import (
     decode_request_header,
@@ -29,12 +31,14 @@ from shoal.protocol.generated.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
+    from shoal.broker.security.listeners import ListenerSecurity
     from shoal.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 _KEY_VERSION = struct.Struct(">hh")
 _CORRELATION = struct.Struct(">i")
+_SIZE = struct.Struct(">i")
 
 
 @dataclass
@@ -48,22 +52,43 @@ class RequestContext:
     client_id: str | None
     client_host: str
     connection: KafkaConnection | None = None
+    principal: str = "User:ANONYMOUS"
 
     @property
     def broker(self) -> BrokerServices:
         """The broker state the handler may use (shared by every node of the process)."""
         return self.node.broker
 
+    def address_of(self, node: BrokerNode) -> tuple[str, int]:
+        """Where clients reach ``node``: its advertised address on the listener this request came
+        in on (Kafka answers each listener with that listener's addresses)."""
+        listener = node.listener(self.connection.listener.name if self.connection is not None else None)
+        return listener.advertised_host, listener.advertised_port
 
-class BrokerNode:
-    def __init__(self, broker: Broker, node_id: int, host: str, port: int,
-                 advertised_host: str | None = None) -> None:
-        self.broker = broker
-        self.node_id = node_id
+
+class NodeListener:
+    """One listener of one node: where it binds, what it advertises, how it is secured."""
+
+    def __init__(self, security: ListenerSecurity, host: str, port: int, advertised_host: str,
+                 advertised_port: int | None) -> None:
+        self.security = security
+        self.name = security.spec.name
         self.host = host
         self.port = port
-        self.advertised_host = advertised_host or host
+        self.advertised_host = advertised_host
+        self._advertised_port = advertised_port
         self.server: asyncio.base_events.Server | None = None
+
+    @property
+    def advertised_port(self) -> int:
+        return self.port if self._advertised_port is None else self._advertised_port
+
+
+class BrokerNode:
+    def __init__(self, broker: Broker, node_id: int, listeners: list[NodeListener]) -> None:
+        self.broker = broker
+        self.node_id = node_id
+        self.listeners = listeners
         self.connections: set[KafkaConnection] = set()
         config = broker.config
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
@@ -74,18 +99,49 @@ class BrokerNode:
         self._reaper: asyncio.Task[None] | None = None
         self.running = False
 
+    # The first listener is the node's address where one address is asked for (tools, tests).
+    @property
+    def host(self) -> str:
+        return self.listeners[0].host
+
+    @property
+    def port(self) -> int:
+        return self.listeners[0].port
+
+    @port.setter
+    def port(self, port: int) -> None:
+        self.listeners[0].port = port
+
+    @property
+    def advertised_host(self) -> str:
+        return self.listeners[0].advertised_host
+
+    def listener(self, name: str | None) -> NodeListener:
+        """This node's listener of that name (a request is answered with addresses on the listener
+        it came in on, as Kafka does); the first one if the node has no such listener."""
+        for listener in self.listeners:
+            if listener.name == name:
+                return listener
+        return self.listeners[0]
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: KafkaConnection(self), self.host, self.port, reuse_address=True,
+        for listener in self.listeners:
+            await self._listen(loop, listener)
+        self.running = True
+        self._reaper = loop.create_task(self._reap_connections())
+
+    async def _listen(self, loop: asyncio.AbstractEventLoop, listener: NodeListener) -> None:
+        listener.server = await loop.create_server(
+            lambda: KafkaConnection(self, listener), listener.host, listener.port, reuse_address=True,
+            ssl=listener.security.ssl_context,
             # asyncio accepts up to `backlog` connections per loop turn: a burst of connections
             # must not stall every client's requests (Kafka's default is 50, too)
             backlog=self.broker.config.get_int("socket.listen.backlog.size"))
-        if self.port == 0:  # ephemeral: learn the port the OS gave us
-            self.port = self.server.sockets[0].getsockname()[1]
-        self.running = True
-        self._reaper = loop.create_task(self._reap_connections())
-        log.info("node %d listening on %s:%d", self.node_id, self.host, self.port)
+        if listener.port == 0:  # ephemeral: learn the port the OS gave us
+            listener.port = listener.server.sockets[0].getsockname()[1]
+        log.info("node %d listening on %s:%d (%s, %s)", self.node_id, listener.host, listener.port,
+                 listener.name, listener.security.spec.protocol.value)
 
     def admit(self, conn: KafkaConnection) -> str | None:
         """Why a new connection is refused (max.connections, max.connections.per.ip), or None."""
@@ -122,19 +178,29 @@ class BrokerNode:
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
-        if self.server is not None:
-            self.server.close()
-            for conn in list(self.connections):
-                conn.close()
-            await self.server.wait_closed()
-            self.server = None
+        servers = [listener.server for listener in self.listeners if listener.server is not None]
+        for server in servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for server in servers:
+            await server.wait_closed()
+        for listener in self.listeners:
+            listener.server = None
 
     async def dispatch(self, frame: bytearray, conn: KafkaConnection) -> bytes | bytearray | None:
         """Decode one request frame, run its handler, return the framed response."""
+        if conn.auth.raw_tokens:  # after a v0 SaslHandshake: a bare SASL token, answered bare
+            return await self._raw_token(frame, conn)
         if len(frame) < 8:
             raise CloseConnection(f"request of {len(frame)} bytes is too short for a header")
         api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
         (correlation_id,) = _CORRELATION.unpack_from(frame, 4)
+        auth = conn.auth
+        try:
+            auth.check(api_key, now_ms())
+        except IllegalRequest as e:
+            raise CloseConnection(str(e)) from None
         registry = self.broker.apis
         api = registry.get(api_key)
         if api is None:
@@ -156,7 +222,7 @@ class BrokerNode:
         # Kafka's client host is Java's InetAddress.toString(), "/127.0.0.1": DescribeGroups and the
         # group records carry it so, and the tools print it as it comes.
         ctx = RequestContext(self, api_key, api_version, correlation_id,
-                             header.client_id, "/" + conn.peer.rsplit(":", 1)[0], conn)
+                             header.client_id, "/" + conn.peer.rsplit(":", 1)[0], conn, auth.principal)
         authorize(ctx, api)
         started = time.perf_counter()
         response: Any = await api.handler(ctx, request)
@@ -168,3 +234,13 @@ class BrokerNode:
         response.encode_into(out, api_version)
         self.broker.metrics.request(api.name, api_version, (time.perf_counter() - started) * 1000)
         return finish_frame(out)
+
+    async def _raw_token(self, frame: bytearray, conn: KafkaConnection) -> bytes:
+        """One token of a v0 SASL exchange; a failure closes the connection after Kafka's delay."""
+        try:
+            answer, _ = conn.auth.authenticate(bytes(frame), now_ms())
+        except AuthenticationFailed as e:
+            delay = self.broker.config.get_int("connection.failed.authentication.delay.ms")
+            await asyncio.sleep(delay / 1000)
+            raise CloseConnection(f"SASL authentication failed: {e}") from None
+        return _SIZE.pack(len(answer)) + answer

@@ -78,7 +78,8 @@ async def run(config: BrokerConfig, nodes: int = 1, control_stdin: bool = False,
     except OSError as e:  # e.g. the port is taken: one clear line, not a traceback
         await broker.close()
         raise SystemExit(f"shoal serve: cannot start: {e.strerror or e}") from None
-    endpoints = ", ".join(f"node {n.node_id} at {n.host}:{n.port}" for n in broker.nodes.values())
+    endpoints = ", ".join(f"node {n.node_id} at {n.host}:{n.port}" + "".join(
+        f" ({lst.name} at {lst.host}:{lst.port})" for lst in n.listeners[1:]) for n in broker.nodes.values())
     print(f"shoal started: cluster {broker.cluster_id}, {endpoints}, data in "
           f"{','.join(map(str, config.log_dirs))}", flush=True)
     stop = asyncio.Event()

@@ -16,7 +16,26 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "metadata.max.age.ms": 300000,
     "connections.max.idle.ms": 540000,
     "client.rack": "",
+    # Security, with Kafka's names and defaults (see security.py): TLS key and trust stores are
+    # PEM only; no trust store means the system's CAs.
     "security.protocol": "PLAINTEXT",
+    "sasl.mechanism": "GSSAPI",
+    "sasl.jaas.config": None,
+    "sasl.oauthbearer.token.endpoint.url": None,
+    "ssl.protocol": "TLSv1.3",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.endpoint.identification.algorithm": "https",
+    "ssl.cipher.suites": None,
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": None,
+    "ssl.truststore.password": None,
+    "ssl.truststore.certificates": None,
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": None,
+    "ssl.keystore.password": None,
+    "ssl.keystore.key": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.key.password": None,
     # shoal extension: {api_key: max_version} caps on top of ApiVersions negotiation.
     "api.version.caps": None,
 }
@@ -89,6 +108,8 @@ def make_config(defaults: Mapping[str, Any], config: Mapping[str, Any] | None, *
 
     Keyword arguments may use underscores (``group_id=...``) for convenience; string
     values of numeric/boolean settings are converted as Kafka property files would.
+    Security settings that cannot be used raise ``SecurityConfigError`` (a ValueError) here, as
+    Kafka's client throws ConfigException when it is built.
     """
     out = dict(defaults)
     merged: dict[str, Any] = dict(config or {})
@@ -100,6 +121,9 @@ def make_config(defaults: Mapping[str, Any], config: Mapping[str, Any] | None, *
         elif k in _BOOL_KEYS and isinstance(v, str):
             v = v.strip().lower() in ("true", "1", "yes")
         out[k] = v
+    from .security import validate_security  # imported here: security imports the errors module
+
+    validate_security(out)
     return out
 
 

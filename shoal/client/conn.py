@@ -1,19 +1,29 @@
-"""One asyncio connection to one broker: framing, correlation ids, pipelining, ApiVersions."""
+"""One asyncio connection to one broker: framing, correlation ids, pipelining, ApiVersions, and the
+connection's security (TLS, SASL authentication and KIP-368 re-authentication; see security.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
+import time
 from typing import Any
 
-from shoal.protocol.errors import DecodeError
+from shoal.protocol.errors import DecodeError, ErrorCode
 from shoal.protocol.framing import encode_request, response_header_version
 from shoal.protocol.generated.api_keys import ApiKey
 
-from .errors import KafkaConnectionError, KafkaTimeoutError
+from .errors import (
+    AuthenticationError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    SaslAuthenticationFailed,
+    SslAuthenticationFailed,
+)
 from .protocol import CLIENT_MAX_VERSIONS, SPECS, VERSION_RANGES, api_key_of
+from .security import client_security, reauthentication_delay_ms
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +47,29 @@ def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
     return pos
 
 
+def _tls_refused(e: ssl.SSLError) -> bool:
+    """A TLS failure that is about trust (a certificate refused by either side), not a lost socket."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return True
+    reason = (getattr(e, "reason", None) or str(e)).upper()
+    return "CERTIFICATE" in reason or "ALERT" in reason
+
+
+def _java_list(items: list[str]) -> str:
+    return "[" + ", ".join(items) + "]"
+
+
 class BrokerConnection:
     """A pipelined request/response channel to one broker.
 
     Many requests may be in flight; responses come back in order and are matched by
     correlation id.  ``versions`` holds, after ``connect``, the version of each API to
     use: the highest one both the broker and this client support.
+
+    With ``security.protocol`` SSL or SASL_SSL the socket is TLS; with SASL_PLAINTEXT or SASL_SSL
+    the connection authenticates (SaslHandshake v1, then SaslAuthenticate) after ApiVersions, and
+    again before the session the broker granted expires (KIP-368): requests sent meanwhile are held
+    and written once the connection is authenticated again.
     """
 
     def __init__(self, host: str, port: int, node_id: int, config: dict[str, Any]) -> None:
@@ -62,27 +89,142 @@ class BrokerConnection:
         self.broker_ranges: dict[int, tuple[int, int]] = {}
         self.closed = False
         self.connected = False
+        self._security = client_security(config)
+        # While re-authenticating: requests to write afterwards (request, api key, version, future).
+        self._held: list[tuple[Any, int, int, asyncio.Future | None]] | None = None
+        self._drained: asyncio.Future | None = None  # resolved when no response is awaited
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task | None = None
+        self.session_lifetime_ms = 0  # the broker's last answer (KIP-368); 0: never expires
+        self.reauthentications = 0
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._held or ())
 
     async def connect(self) -> None:
-        """Open the socket and negotiate API versions."""
+        """Open the socket (TLS if configured), negotiate API versions, authenticate (SASL)."""
         timeout = self._config["socket.connection.setup.timeout.ms"] / 1000
+        security = self._security
+        tls: dict[str, Any] = {}
+        if security.ssl_context is not None:
+            tls = {"ssl": security.ssl_context, "server_hostname": security.server_hostname(self.host),
+                   "ssl_handshake_timeout": timeout}
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout
+                asyncio.open_connection(self.host, self.port, **tls), timeout
             )
+        except ssl.SSLError as e:
+            self.closed = True
+            if _tls_refused(e):
+                raise SslAuthenticationFailed(
+                    f"SSL handshake with {self.host}:{self.port} failed: {e.reason or e}") from e
+            raise KafkaConnectionError(f"connect to {self.host}:{self.port} failed: {e!r}") from e
         except (TimeoutError, OSError) as e:
             self.closed = True
             raise KafkaConnectionError(f"connect to {self.host}:{self.port} failed: {e!r}") from e
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
-        await self._negotiate()
+        try:
+            await self._negotiate()
+        except KafkaConnectionError as e:
+            if security.ssl_context is None:
+                raise
+            # Like Java's client, a connection closed this early is retried; say what it may mean.
+            raise KafkaConnectionError(
+                f"{e}: the TLS connection to {self.host}:{self.port} was closed before it answered ApiVersions; "
+                "the broker may have refused this client's certificate (or its lack of one)") from e
+        if security.uses_sasl:
+            await self._authenticate()
         self.connected = True
+
+    async def _authenticate(self) -> None:
+        """SaslHandshake v1 and the mechanism's SaslAuthenticate exchange; SaslAuthenticationFailed
+        (the broker's message) if the broker refuses, or if the client refuses the broker's answer."""
+        security = self._security
+        mechanism = security.mechanism
+        assert mechanism is not None
+        handshake_version = self.version_up_to(ApiKey.SASL_HANDSHAKE, 1)
+        auth_version = self.version_up_to(ApiKey.SASL_AUTHENTICATE, 2)
+        if handshake_version < 1 or auth_version < 0:
+            raise SaslAuthenticationFailed(
+                f"broker {self.node_id} does not support SaslHandshake v1 and SaslAuthenticate "
+                "(Kafka 1.0+), which shoal's client authenticates with", ErrorCode.ILLEGAL_SASL_STATE)
+        hs = await self._exchange(SPECS[ApiKey.SASL_HANDSHAKE].request(mechanism=mechanism), handshake_version)
+        if hs.error_code:
+            enabled = _java_list(list(hs.mechanisms))
+            if hs.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+                message = f"Client SASL mechanism '{mechanism}' not enabled in the server, enabled mechanisms are {enabled}"
+            elif hs.error_code == ErrorCode.ILLEGAL_SASL_STATE:
+                message = f"Unexpected handshake request with client mechanism {mechanism}, enabled mechanisms are {enabled}"
+            else:
+                message = (f"Unknown error code {hs.error_code}, client mechanism is {mechanism}, "
+                           f"enabled mechanisms are {enabled}")
+            raise SaslAuthenticationFailed(message, hs.error_code)
+        client = security.sasl_client()
+        request_class = SPECS[ApiKey.SASL_AUTHENTICATE].request
+        token = client.evaluate(None)
+        lifetime_ms, started = 0, time.monotonic()
+        while token is not None:
+            started = time.monotonic()
+            resp = await self._exchange(request_class(auth_bytes=token), auth_version)
+            if resp.error_code:
+                raise SaslAuthenticationFailed(
+                    resp.error_message or f"SASL authentication with {mechanism} failed "
+                    f"(error {resp.error_code})", resp.error_code)
+            if auth_version >= 1:
+                lifetime_ms = resp.session_lifetime_ms
+            token = client.evaluate(bytes(resp.auth_bytes))
+        if not client.complete:
+            raise SaslAuthenticationFailed(f"SASL authentication with {mechanism} did not complete")
+        self.session_lifetime_ms = lifetime_ms
+        if lifetime_ms > 0:
+            delay = reauthentication_delay_ms(lifetime_ms) / 1000 - (time.monotonic() - started)
+            self._reauth_timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._begin_reauthentication)
+
+    async def _exchange(self, request: Any, version: int) -> Any:
+        """Send ``request`` now, past any held requests (the authentication exchange's own)."""
+        if self.closed or self._writer is None:
+            raise KafkaConnectionError(f"connection to node {self.node_id} is closed")
+        fut = asyncio.get_running_loop().create_future()
+        self._write(request, api_key_of(request), version, fut)
+        return await self.wait_response(fut, request)
+
+    def _begin_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self.closed or self._held is not None:  # closed, or already re-authenticating
+            return
+        self._held = []
+        self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368: wait until no response is awaited (the broker must not see the handshake in the
+        middle of other requests), authenticate again, then write what was held meanwhile."""
+        try:
+            while self._pending:
+                self._drained = asyncio.get_running_loop().create_future()
+                await self._drained
+            if self.closed:
+                return
+            await self._authenticate()
+        except asyncio.CancelledError:
+            return
+        except Exception as e:  # noqa: BLE001 - whatever it was, the connection cannot go on
+            log.warning("node %s: re-authentication failed: %s", self.node_id, e)
+            err = e if isinstance(e, AuthenticationError | KafkaConnectionError) else KafkaConnectionError(
+                f"re-authentication with node {self.node_id} failed: {e!r}")
+            self.close(err)
+            return
+        self.reauthentications += 1
+        held, self._held = self._held or [], None
+        for request, api_key, version, fut in held:
+            if self.closed:
+                break
+            if fut is not None and fut.done():
+                continue  # its caller gave up (and closed the connection, or was cancelled)
+            self._write(request, api_key, version, fut)
 
     async def _negotiate(self) -> None:
         spec = SPECS[ApiKey.API_VERSIONS]
@@ -151,21 +293,31 @@ class BrokerConnection:
     def send_nowait(
         self, request: Any, *, version: int | None = None, expect_response: bool = True
     ) -> asyncio.Future | None:
-        """Write ``request`` now; return the future of its response."""
+        """Write ``request`` now (after re-authentication, if that is under way); return the
+        future of its response."""
         if self.closed or self._writer is None:
             raise KafkaConnectionError(f"connection to node {self.node_id} is closed")
         api_key = api_key_of(request)
         if version is None:
             version = self.version_for(api_key)
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        cid = self._correlation
-        frame = encode_request(api_key, version, cid, self._client_id, request.encode(version))
         fut: asyncio.Future | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
+        if self._held is not None:
+            request.encode(version)  # fail now, not after re-authentication, if it cannot be encoded
+            self._held.append((request, api_key, version, fut))
+        else:
+            self._write(request, api_key, version, fut)
+        return fut
+
+    def _write(self, request: Any, api_key: int, version: int, fut: asyncio.Future | None) -> None:
+        assert self._writer is not None
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        cid = self._correlation
+        frame = encode_request(api_key, version, cid, self._client_id, request.encode(version))
+        if fut is not None:
             self._pending[cid] = (fut, api_key, version)
         self._writer.write(frame)
-        return fut
 
     async def drain(self) -> None:
         if self._writer is not None:
@@ -181,6 +333,8 @@ class BrokerConnection:
                 body = await self._reader.readexactly(size)
                 (cid,) = struct.unpack_from(">i", body, 0)
                 entry = self._pending.pop(cid, None)
+                if not self._pending and self._drained is not None and not self._drained.done():
+                    self._drained.set_result(None)
                 if entry is None:
                     log.warning("node %s: response with unknown correlation id %s", self.node_id, cid)
                     continue
@@ -199,6 +353,10 @@ class BrokerConnection:
                     err = KafkaConnectionError(f"node {self.node_id}: undecodable response: {e}")
                     fut.set_exception(err)
                     break
+        except ssl.SSLError as e:
+            # With TLS 1.3 a refused client certificate shows up at the first read.
+            err = (SslAuthenticationFailed(f"SSL handshake with node {self.node_id} failed: {e.reason or e}")
+                   if _tls_refused(e) else KafkaConnectionError(f"connection to node {self.node_id} lost: {e!r}"))
         except (asyncio.IncompleteReadError, OSError) as e:
             err = KafkaConnectionError(f"connection to node {self.node_id} lost: {e!r}")
         except asyncio.CancelledError:
@@ -213,10 +371,21 @@ class BrokerConnection:
         self.connected = False
         exc = error or KafkaConnectionError(f"connection to node {self.node_id} closed")
         pending, self._pending = self._pending, {}
-        for fut, _k, _v in pending.values():
-            if not fut.done():
+        held, self._held = self._held or [], None
+        futures: list[asyncio.Future | None] = [fut for fut, _k, _v in pending.values()]
+        futures += [fut for _r, _k, _v, fut in held]
+        for fut in futures:
+            if fut is not None and not fut.done():
                 fut.set_exception(exc)
                 fut.exception()  # mark retrieved: nobody may be waiting any more
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        reauth = self._reauth_task
+        if reauth is not None and reauth is not asyncio.current_task() and not reauth.done():
+            reauth.cancel()
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()

@@ -16,6 +16,9 @@ __all__ = [
     "NoOffsetForPartitionError",
     "IllegalStateError",
     "ClosedError",
+    "AuthenticationError",
+    "SaslAuthenticationFailed",
+    "SslAuthenticationFailed",
     "error_for",
 ]
 
@@ -75,6 +78,28 @@ class TransactionAbortedError(ClientError):
 
 class ClosedError(IllegalStateError):
     """The client is closed."""
+
+
+class AuthenticationError(ClientError):
+    """Authenticating to a broker failed (Kafka's AuthenticationException): fatal for the call,
+    never retried as a lost connection would be."""
+
+
+class SaslAuthenticationFailed(AuthenticationError):
+    """SASL authentication failed; the message is the broker's (Kafka's SaslAuthenticationException).
+
+    ``error_code`` is the broker's (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, ...), or
+    SASL_AUTHENTICATION_FAILED when the client itself refused the broker's answer.
+    """
+
+    def __init__(self, message: str, error_code: int = ErrorCode.SASL_AUTHENTICATION_FAILED) -> None:
+        super().__init__(message)
+        self.error_code = int(error_code)
+
+
+class SslAuthenticationFailed(AuthenticationError):
+    """The TLS handshake failed: an untrusted or misnamed broker certificate, or a refused client
+    certificate (Kafka's SslAuthenticationException)."""
 
 
 def error_for(code: int, message: str | None = None) -> KafkaError:

@@ -1,8 +1,9 @@
-"""Authorized operations as Kafka reports them (KIP-430) when a client asks.
+"""Kafka's ACL operation and resource type codes, and authorized operations (KIP-430).
 
-shoal has no authorizer, so, as Kafka without one, every operation a resource
-type supports is allowed; the answer is Kafka's bit field (1 << AclOperation
-code) of `AclEntry.supportedOperations(resourceType)`.
+The answer to a client asking for authorized operations is Kafka's bit field (1 << AclOperation
+code). With no authorizer configured every operation a resource type supports is allowed, which
+the constants below are (`AclEntry.supportedOperations(resourceType)`); with one, the handlers
+ask `broker.authorize.authorized_operations` for the principal's.
 """
 
 from __future__ import annotations

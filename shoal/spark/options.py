@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal.client.security import SECURITY_KEYS, SecurityConfigError, validate_security
+
 SPARK_KAFKA_FORBIDDEN_CONSUMER = {
     "auto.offset.reset": "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
                          "'startingOffsets' to 'earliest' or 'latest' to specify where to start.",
@@ -98,9 +100,9 @@ def kafka_params(opts: Mapping[str, str], forbidden: Mapping[str, str],
                  honoured: frozenset[str] = SOURCE_PARAMS) -> dict[str, str]:
     """The ``kafka.*`` options, prefix removed, for shoal's client.
 
-    None is dropped silently: what Spark's connector refuses is refused with its message; what would
-    change how the client connects and shoal's client cannot do (TLS, SASL) fails the query naming it;
-    the rest, which tune the Java client's internals, are named in a warning.
+    None is dropped silently: what Spark's connector refuses is refused with its message; security
+    settings (TLS, SASL: Kafka's names) go to shoal's client, and one it cannot use fails the query
+    naming it; the rest, which tune the Java client's internals, are named in a warning.
     """
     out = {}
     for key, value in opts.items():
@@ -111,15 +113,11 @@ def kafka_params(opts: Mapping[str, str], forbidden: Mapping[str, str],
             out[name] = value
     if not out.get("bootstrap.servers"):
         raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer")
-    protocol = out.get("security.protocol", "PLAINTEXT")
-    if protocol.upper() != "PLAINTEXT":
-        raise OptionError(f"Kafka option 'security.protocol' = {protocol} is not supported by format(\"shoal\") "
-                          "yet: its client connects in PLAINTEXT only")
-    secure = sorted(k for k in out if k.startswith(("ssl.", "sasl.")))
-    if secure:
-        raise OptionError(f"Kafka options {', '.join(secure)} are not supported by format(\"shoal\") yet: its "
-                          "client has no TLS or SASL")
-    ignored = sorted(k for k in out if k not in honoured and k != "security.protocol")
+    try:  # a security setting shoal's client cannot use fails the query, as Kafka's client would
+        validate_security({k: v for k, v in out.items() if k in SECURITY_KEYS})
+    except SecurityConfigError as e:
+        raise OptionError(f"Kafka option {e}") from None
+    ignored = sorted(k for k in out if k not in honoured and k not in SECURITY_KEYS)
     if ignored:
         _log.warning("Kafka options ignored by format(\"shoal\"), which does not run Kafka's Java client "
                      "they tune: %s", ", ".join(ignored))
@@ -132,6 +130,7 @@ def client_config(params: Mapping[str, str]) -> dict[str, Any]:
     for name in _CLIENT_PARAMS:
         if name in params:
             cfg[name] = int(params[name]) if params[name].isdigit() else params[name]
+    cfg.update({k: v for k, v in params.items() if k in SECURITY_KEYS})
     return cfg
 
 

@@ -41,7 +41,8 @@ class EmbeddedBroker:
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.properties = broker_properties(properties, kwargs)
         self.properties.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
-        self.ports: dict[int, int] = {}
+        self.ports: dict[int, int] = {}  # each node's first listener
+        self.listener_ports: dict[int, dict[str, int]] = {}  # each node's port of every listener
         self._broker: Any = None
         self._loop_thread: Any = None
 
@@ -52,6 +53,12 @@ class EmbeddedBroker:
         if not self.ports:
             raise RuntimeError("the broker is not started")
         return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
+
+    def bootstrap(self, listener: str) -> str:
+        """``host:port,...`` of every node's listener of that name (SASL_SSL, a custom name...)."""
+        if not self.listener_ports:
+            raise RuntimeError("the broker is not started")
+        return ",".join(f"127.0.0.1:{ports[listener.upper()]}" for ports in self.listener_ports.values())
 
     @property
     def node_ids(self) -> list[int]:
@@ -106,6 +113,7 @@ class EmbeddedBroker:
             shutil.rmtree(self.data_dir.parent, ignore_errors=True)
             self.data_dir = None
             self.ports = {}
+            self.listener_ports = {}
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
@@ -143,8 +151,9 @@ class EmbeddedBroker:
         from shoal.broker.config import BrokerConfig
 
         b = Broker(BrokerConfig(self.properties), self.nodes)
-        for node_id, port in self.ports.items():  # a restart keeps every node's address
-            b.nodes[node_id].port = port
+        for node_id, ports in self.listener_ports.items():  # a restart keeps every node's addresses
+            for listener in b.nodes[node_id].listeners:
+                listener.port = ports[listener.name]
         try:
             await b.start()
         except BaseException:
@@ -152,6 +161,7 @@ class EmbeddedBroker:
             raise
         self._broker = b
         self.ports = {n.node_id: n.port for n in b.nodes.values()}
+        self.listener_ports = {n.node_id: {lst.name: lst.port for lst in n.listeners} for n in b.nodes.values()}
 
     async def _shutdown(self) -> None:
         await self._broker.close()

@@ -44,6 +44,7 @@ from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
 from shoal.protocol.record_batch import HEADER_SIZE, _assemble, build_batch
+from shoal.testing.sasl_fuzz import SASL_OVERRIDES, fuzz_sessions, session_frames
 
 CONTROL_TOPIC = "fuzz-control"
 TOPICS = ["fuzz-a", "fuzz-b", "__consumer_offsets", "__transaction_state", "", "fuzz-" + "x" * 250]
@@ -362,7 +363,7 @@ def make_frames(rng: random.Random, builder: RequestBuilder, versions: dict[int,
 
 
 async def run(host: str, port: int, frames: int, seed: int, connections: int, answer_timeout: float,
-              pid: int | None, progress: bool) -> Stats:
+              pid: int | None, progress: bool, sasl_port: int | None = None) -> Stats:
     rng = random.Random(seed)
     builder = RequestBuilder(rng)
     versions = await advertised_versions(host, port)
@@ -388,8 +389,15 @@ async def run(host: str, port: int, frames: int, seed: int, connections: int, an
     watcher = loop.create_task(watch())
     shared = make_frames(rng, builder, versions, frames)
     try:
-        await asyncio.gather(*(fuzz_connection(host, port, shared, stats, answer_timeout, stop)
-                               for _ in range(connections)))
+        if sasl_port is None:
+            await asyncio.gather(*(fuzz_connection(host, port, shared, stats, answer_timeout, stop)
+                                   for _ in range(connections)))
+        else:  # unauthenticated sessions on the SASL listener (shoal.testing.sasl_fuzz)
+            sessions = (session_frames(rng, shared) for _ in range(frames // 3))
+            await asyncio.gather(*(fuzz_sessions(host, sasl_port, sessions, stats, answer_timeout)
+                                   for _ in range(connections)))
+            stats.control_failures += [f"topic {t!r} exists: a frame sent before authentication changed the broker"
+                                       for t in await topic_names(host, port) if t != CONTROL_TOPIC]
     finally:
         stop.set()
         await control
@@ -397,6 +405,23 @@ async def run(host: str, port: int, frames: int, seed: int, connections: int, an
         if pid is not None:
             stats.rss_kb.append(_rss_kb(pid))
     return stats
+
+
+
+async def topic_names(host: str, port: int) -> list[str]:
+    """Every topic the broker has (a Metadata request for all)."""
+    from shoal.protocol.generated.metadata_request import MetadataRequest
+    from shoal.protocol.generated.metadata_response import MetadataResponse
+
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(encode_request(ApiKey.METADATA, 12, 1, "fuzzer", MetadataRequest(topics=None).encode(12)))
+        await writer.drain()
+        frame = await asyncio.wait_for(_read_frame(reader), 10)
+        _, offset = decode_response_header(frame, response_header_version(ApiKey.METADATA, 12))
+        return [t.name for t in MetadataResponse.decode(memoryview(frame)[offset:], 12).topics]
+    finally:
+        writer.close()
 
 
 def report(stats: Stats, seconds: float, tracebacks: int | None, crashed: bool | None) -> str:
@@ -432,25 +457,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answer-timeout", type=float, default=5.0)
     ap.add_argument("--bootstrap-server", help="fuzz this broker (default: start a shoal broker)")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--sasl", action="store_true",
+                    help="fuzz a SASL listener before authentication (starts its own broker)")
     args = ap.parse_args(argv)
     proc = None
     log_path = None
+    sasl_port = None
     if args.bootstrap_server:
+        if args.sasl:
+            ap.error("--sasl starts a broker of its own: leave out --bootstrap-server")
         host, _, port_s = args.bootstrap_server.rpartition(":")
         port = int(port_s)
     else:
         from shoal.testing.process import BrokerProcess
 
         data = Path(tempfile.mkdtemp(prefix="shoal-fuzz-")) / "data"
-        proc = BrokerProcess(data, overrides={"request.read.timeout.ms": "3000", "log.retention.check.interval.ms":
-                                              "600000"}).start()
+        overrides = {"request.read.timeout.ms": "3000", "log.retention.check.interval.ms": "600000",
+                     **(SASL_OVERRIDES if args.sasl else {})}
+        proc = BrokerProcess(data, overrides=overrides).start()
         host, port = "127.0.0.1", next(iter(proc.ports.values()))
+        sasl_port = next(iter(proc.listener_ports.values()))["SASL_PLAINTEXT"] if args.sasl else None
         log_path = proc.log_path
     t0 = time.monotonic()
     try:
         _ensure_control_topic(host, port)
         stats = asyncio.run(run(host, port, args.frames, args.seed, args.connections, args.answer_timeout,
-                                proc.proc.pid if proc and proc.proc else None, not args.quiet))
+                                proc.proc.pid if proc and proc.proc else None, not args.quiet, sasl_port))
     finally:
         crashed = None
         if proc is not None:
@@ -481,3 +513,4 @@ def _ensure_control_topic(host: str, port: int) -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-_STARTED = re.compile(r"node (\d+) at ([\d.]+):(\d+)")
+_STARTED = re.compile(r"node (\d+) at ([\d.]+):(\d+)((?: \([A-Z0-9_]+ at [\d.]+:\d+\))*)")
+_MORE = re.compile(r"\(([A-Z0-9_]+) at [\d.]+:(\d+)\)")
 
 
 class BrokerProcess:
@@ -32,6 +33,7 @@ class BrokerProcess:
         self.nodes = nodes
         self.overrides = {"group.initial.rebalance.delay.ms": "0", **(overrides or {})}
         self.ports: dict[int, int] = {}
+        self.listener_ports: dict[int, dict[str, int]] = {}  # the other listeners of each node
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
 
@@ -43,6 +45,10 @@ class BrokerProcess:
     @property
     def node_ids(self) -> list[int]:
         return list(self.ports)
+
+    def bootstrap(self, listener: str) -> str:
+        """``host:port,...`` of every node's listener of that name (beyond the first one)."""
+        return ",".join(f"127.0.0.1:{ports[listener.upper()]}" for ports in self.listener_ports.values())
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         cmd = [sys.executable, "-m", "shoal.cli", "--log-level", "INFO", "serve",
@@ -64,7 +70,10 @@ class BrokerProcess:
             if not line:
                 raise RuntimeError(f"shoal exited early; log:\n{self.log_path.read_text()[-4000:]}")
             if line.startswith("shoal started"):
-                self.ports = {int(n): int(port) for n, _, port in _STARTED.findall(line)}
+                found = _STARTED.findall(line)
+                self.ports = {int(n): int(port) for n, _, port, _ in found}
+                self.listener_ports = {int(n): {name: int(p) for name, p in _MORE.findall(more)}
+                                       for n, _, _, more in found}
                 return self
         self.kill()
         raise RuntimeError("shoal did not start in time")

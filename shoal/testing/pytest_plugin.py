@@ -15,9 +15,12 @@ Installed with shoal (entry point ``pytest11``), it provides:
 Settings (command line, or ``[tool.pytest.ini_options]`` with the same names
 without ``--`` and with ``_``): ``--shoal-nodes N`` (1),
 ``--shoal-property KEY=VALUE`` (repeatable; broker properties),
-``--shoal-mode thread|subprocess`` (thread), and ``--shoal-bootstrap
-HOST:PORT`` to run the same tests against a cluster you already have (Apache
-Kafka included): then nothing is started, and the fault methods raise.
+``--shoal-mode thread|subprocess`` (thread), ``--shoal-security
+SASL_PLAINTEXT|SASL_SSL|SSL`` (a secured listener beside PLAINTEXT; the
+``shoal_security`` fixture then gives its address, user and certificates, and
+``client_properties()`` for a client), and ``--shoal-bootstrap HOST:PORT`` to
+run the same tests against a cluster you already have (Apache Kafka
+included): then nothing is started, and the fault methods raise.
 """
 
 from __future__ import annotations
@@ -41,10 +44,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run the broker in this process (thread, the default) or as a child process")
     group.addoption("--shoal-bootstrap", default=None, metavar="HOST:PORT",
                     help="use this running cluster instead of starting a broker")
+    group.addoption("--shoal-security", default=None, metavar="PROTOCOL",
+                    help="add a SASL_PLAINTEXT, SASL_SSL or SSL listener (the shoal_security fixture)")
     parser.addini("shoal_nodes", "broker nodes in the session's cluster", default="1")
     parser.addini("shoal_properties", "broker properties, KEY=VALUE per line", type="linelist", default=[])
     parser.addini("shoal_mode", "thread or subprocess", default="thread")
     parser.addini("shoal_bootstrap", "use this running cluster instead of starting a broker", default="")
+    parser.addini("shoal_security", "a secured listener: SASL_PLAINTEXT, SASL_SSL or SSL", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -93,9 +99,34 @@ def shoal_broker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.
         if not sep:
             raise pytest.UsageError(f"shoal property {line!r} is not KEY=VALUE")
         props[key.strip()] = value.strip()
+    security = _setting(pytestconfig, "security")
+    secured = None
+    if security:
+        from shoal.testing.secured import prepare
+
+        secured = prepare(security, tmp_path_factory.mktemp("shoal-tls"))
+        props = {**secured.broker_properties, **props}
     with broker(int(_setting(pytestconfig, "nodes")), mode=_setting(pytestconfig, "mode"),
                 data_dir=tmp_path_factory.mktemp("shoal") / "data", properties=props) as b:
+        if secured is not None:
+            from shoal.testing.secured import add_scram_users
+
+            if "SASL" in secured.protocol:
+                add_scram_users(b.bootstrap_servers)
+            secured.bootstrap_servers = b.bootstrap(secured.protocol)
+        b.security = secured
         yield b
+
+
+@pytest.fixture(scope="session")
+def shoal_security(shoal_broker: Any) -> Any:
+    """The secured listener of ``--shoal-security``: ``bootstrap_servers``, ``protocol``, ``username``,
+    ``password``, ``mechanism``, ``ca_file``, ``cert_file``/``key_file`` (SSL) and ``client_properties()``."""
+    security = getattr(shoal_broker, "security", None)
+    if security is None:
+        raise pytest.UsageError("shoal_security needs --shoal-security SASL_PLAINTEXT|SASL_SSL|SSL "
+                                "(or shoal_security in the ini file)")
+    return security
 
 
 @pytest.fixture(scope="session")

@@ -117,8 +117,12 @@ class KafkaCluster:
     """
 
     def __init__(self, line: str = "4", nodes: int = 1, workdir: Path | str | None = None,
-                 overrides: dict[str, str] | None = None, heap: str = "768m") -> None:
+                 overrides: dict[str, str] | None = None, heap: str = "768m",
+                 extra_listeners: dict[str, str] | None = None) -> None:
         self.line = line
+        # more client listeners beside PLAINTEXT: name -> security protocol (SASL_PLAINTEXT, SSL, ...)
+        self.extra_listeners = dict(extra_listeners or {})
+        self.listener_ports: dict[int, dict[str, int]] = {}
         self.nodes = nodes
         self._own_dir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix=f"kafka-{line}-")) if workdir is None else Path(workdir)
@@ -141,6 +145,10 @@ class KafkaCluster:
     def node_ids(self) -> list[int]:
         return list(self.ports)
 
+    def bootstrap(self, listener: str) -> str:
+        """``host:port,...`` of an extra listener (``extra_listeners``) on every node."""
+        return ",".join(f"127.0.0.1:{ports[listener]}" for ports in self.listener_ports.values())
+
     def log_path(self, node_id: int) -> Path:
         return self.workdir / f"node-{node_id}" / "server.log"
 
@@ -156,16 +164,18 @@ class KafkaCluster:
     def _properties(self, node_id: int) -> str:
         voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in self._controller_ports.items())
         rf = str(min(3, self.nodes))
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in self.listener_ports.get(node_id, {}).items())
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node_id),
             "controller.quorum.voters": voters,
             "listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node_id]},"
-                         f"CONTROLLER://127.0.0.1:{self._controller_ports[node_id]}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node_id]}",
+                         f"CONTROLLER://127.0.0.1:{self._controller_ports[node_id]}{extra}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node_id]}{extra}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+                                              + "".join(f",{n}:{p}" for n, p in self.extra_listeners.items()),
             "log.dirs": str(self.workdir / f"node-{node_id}" / "data"),
             "offsets.topic.replication.factor": rf,
             "transaction.state.log.replication.factor": rf,
@@ -214,9 +224,11 @@ class KafkaCluster:
     def start(self, timeout: float = READY_TIMEOUT) -> KafkaCluster:
         """Fetch (if needed), format and start every node; return once all are ready."""
         self.version, self.lib = fetch(self.line)
-        ports = _free_ports(2 * self.nodes)
+        ports = _free_ports(2 * self.nodes + len(self.extra_listeners) * self.nodes)
         self.ports = {n: ports[2 * (n - 1)] for n in range(1, self.nodes + 1)}
         self._controller_ports = {n: ports[2 * (n - 1) + 1] for n in range(1, self.nodes + 1)}
+        extra = iter(ports[2 * self.nodes:])
+        self.listener_ports = {n: {name: next(extra) for name in self.extra_listeners} for n in self.ports}
         cluster_id = _cluster_id()
         _LIVE.add(self)
         try:

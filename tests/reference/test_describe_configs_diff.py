@@ -60,7 +60,20 @@ ALLOWED: dict[tuple[int, str], tuple[frozenset[str], str]] = {
     (BROKER, "group.coordinator.rebalance.protocols"): (
         frozenset({"value", "synonyms"}), "Kafka 4.4's default also enables streams groups (KIP-1071), which shoal "
         "does not serve: shoal's default is classic,consumer"),
+    (BROKER, "controller.listener.names"): (frozenset({"value", "source", "synonyms"}),
+                                            _SETUP + " (Kafka's runs a KRaft controller listener)"),
+    (BROKER, "listener.security.protocol.map"): (
+        frozenset({"value", "source", "synonyms", "read_only"}),
+        _SETUP + "; Kafka can change a listener's protocol at runtime, shoal reads it at start"),
 }
+# Kafka reloads a listener's TLS settings at runtime (AlterConfigs per listener); shoal builds a
+# listener's TLS context when it starts, so it reports them read-only.
+ALLOWED.update({(BROKER, key): (frozenset({"read_only"}), "TLS settings are read when a listener starts")
+                for key in ("ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols",
+                            "ssl.endpoint.identification.algorithm", "ssl.key.password",
+                            "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.location",
+                            "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol", "ssl.truststore.certificates",
+                            "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type")})
 
 # Names only one side reports (besides Kafka's broker configs that shoal does not know).
 SHOAL_ONLY: dict[tuple[int, str], str] = {

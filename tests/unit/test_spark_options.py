@@ -13,15 +13,26 @@ BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"kafka.security.protocol": "SASL_SSL"}, "'security.protocol' = SASL_SSL is not supported"),
-    ({"kafka.ssl.truststore.location": "/x"}, "ssl.truststore.location are not supported"),
-    ({"kafka.sasl.mechanism": "PLAIN"}, "sasl.mechanism are not supported"),
+    ({"kafka.security.protocol": "SASL_TLS"}, "security.protocol"),
+    ({"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/x.jks"}, "JKS"),
+    ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "GSSAPI"}, "Kerberos"),
     ({"maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "6"},
      r"minOffsetPerTrigger\(6\) is higher than the maxOffsetsPerTrigger\(5\)"),
 ])
 def test_what_cannot_be_honoured_is_refused_naming_it(extra, message):
     with pytest.raises(OptionError, match=message):
         source_options({**BASE, **extra}, streaming=True)
+
+
+def test_security_options_reach_shoals_client():
+    from shoal.spark.options import client_config, kafka_params
+
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";'
+    params = kafka_params({**BASE, "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+                           "kafka.sasl.jaas.config": jaas}, {})
+    cfg = client_config(params)
+    assert (cfg["security.protocol"], cfg["sasl.mechanism"], cfg["sasl.jaas.config"]) == (
+        "SASL_PLAINTEXT", "SCRAM-SHA-256", jaas)
 
 
 def test_plaintext_is_accepted_and_java_client_tuning_is_named_in_a_warning(caplog):

@@ -5,6 +5,7 @@ importing this package declares them all (`ApiRegistry.default()` does).
 """
 
 from shoal.broker.handlers import (
+    acl_admin,
     alter_configs,
     api_versions,
     cluster_admin,
@@ -16,9 +17,11 @@ from shoal.broker.handlers import (
     log_admin,
     metadata_api,
     produce,
+    sasl,
+    scram_admin,
     topic_admin,
     transactions,
 )
 
-__all__ = ["alter_configs", "api_versions", "cluster_admin", "describe_cluster", "describe_configs", "fetch",
-           "groups", "list_offsets", "log_admin", "metadata_api", "produce", "topic_admin", "transactions"]
+__all__ = ["acl_admin", "alter_configs", "api_versions", "cluster_admin", "describe_cluster", "describe_configs", "fetch",
+           "groups", "list_offsets", "log_admin", "metadata_api", "produce", "sasl", "scram_admin", "topic_admin", "transactions"]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import DENIED_MESSAGES, config_denied
 from shoal.broker.config import AlterConfigOpType, ConfigResourceType
 from shoal.broker.topic_configs import (
     LIST_TOPIC_CONFIGS,
@@ -153,12 +154,22 @@ def _each_resource(resources: list[Any], run: Callable[[Any], None]) -> list[tup
     return out
 
 
+def _may_alter(ctx: RequestContext, res: Any) -> None:
+    """Refuse a resource whose configs the principal may not ALTER_CONFIGS (Kafka's authorization error)."""
+    denied = config_denied(ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
+    if denied is not None:
+        raise ConfigChangeError(denied, DENIED_MESSAGES[denied])
+
+
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, access=_ACCESS)
 async def incremental_alter_configs(ctx: RequestContext,
                                     req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    results = _each_resource(req.resources, lambda res: change(
-        ctx.broker, res.resource_type, res.resource_name,
-        [(c.name, c.config_operation, c.value) for c in res.configs], None, req.validate_only))
+    def run(res: Any) -> None:
+        _may_alter(ctx, res)
+        change(ctx.broker, res.resource_type, res.resource_name,
+               [(c.name, c.config_operation, c.value) for c in res.configs], None, req.validate_only)
+
+    results = _each_resource(req.resources, run)
     cls = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
         cls(error_code=c, error_message=m, resource_type=t, resource_name=n) for c, m, t, n in results])
@@ -166,9 +177,12 @@ async def incremental_alter_configs(ctx: RequestContext,
 
 @handles(ApiKey.ALTER_CONFIGS, access=_ACCESS)
 async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    results = _each_resource(req.resources, lambda res: change(
-        ctx.broker, res.resource_type, res.resource_name, None, {c.name: c.value for c in res.configs},
-        req.validate_only))
+    def run(res: Any) -> None:
+        _may_alter(ctx, res)
+        change(ctx.broker, res.resource_type, res.resource_name, None, {c.name: c.value for c in res.configs},
+               req.validate_only)
+
+    results = _each_resource(req.resources, run)
     cls = AlterConfigsResponse.AlterConfigsResourceResponse
     return AlterConfigsResponse(throttle_time_ms=0, responses=[
         cls(error_code=c, error_message=m, resource_type=t, resource_name=n) for c, m, t, n in results])

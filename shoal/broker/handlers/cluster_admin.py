@@ -14,6 +14,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import allowed, authorized_operations, filter_allowed
 from shoal.broker.metadata import INTERNAL_TOPICS
 from shoal.protocol.acl_operations import NOT_REQUESTED, AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
@@ -97,6 +98,12 @@ async def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectL
         wanted = [(t, list(range(i.num_partitions))) for t, i in sorted(metadata.topics.items())]
     else:
         wanted = [(t.topic, list(t.partitions)) for t in req.topic_partitions]
+    if not allowed(ctx, AclOperation.ALTER):  # the request and every partition fail
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return ElectLeadersResponse(throttle_time_ms=0, error_code=denied, replica_election_results=[
+            ERR.ReplicaElectionResult(topic=topic, partition_result=[
+                ERR.PartitionResult(partition_id=p, error_code=denied, error_message=None) for p in parts])
+            for topic, parts in wanted])
     results = [ERR.ReplicaElectionResult(topic=topic, partition_result=[
         _election_result(metadata, topic, p, election) for p in parts]) for topic, parts in wanted]
     return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=results)
@@ -129,6 +136,14 @@ async def _reassign(broker: BrokerServices, topic: str, p: AlterPartitionReassig
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS, access=_CLUSTER_ALTER)
 async def alter_partition_reassignments(ctx: RequestContext, req: AlterPartitionReassignmentsRequest,
                                         ) -> AlterPartitionReassignmentsResponse:
+    if not allowed(ctx, AclOperation.ALTER):
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=denied, error_message=None,
+                                                   responses=[APR.ReassignableTopicResponse(name=t.name, partitions=[
+                                                       APR.ReassignablePartitionResponse(
+                                                           partition_index=p.partition_index, error_code=denied,
+                                                           error_message=None) for p in t.partitions])
+                                                       for t in req.topics])
     responses = [APR.ReassignableTopicResponse(name=t.name, partitions=[
         await _reassign(ctx.broker, t.name, p) for p in t.partitions]) for t in req.topics]
     return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
@@ -139,7 +154,8 @@ async def alter_partition_reassignments(ctx: RequestContext, req: AlterPartition
 async def list_partition_reassignments(ctx: RequestContext, req: ListPartitionReassignmentsRequest,
                                        ) -> ListPartitionReassignmentsResponse:
     # Reassignments complete when accepted: none is ever ongoing.
-    return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+    code = ErrorCode.NONE if allowed(ctx, AclOperation.DESCRIBE) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=code,
                                               error_message=None, topics=[])
 
 
@@ -170,6 +186,13 @@ async def describe_topic_partitions(ctx: RequestContext,
                                     req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     metadata = ctx.broker.metadata
     names = sorted({t.name for t in req.topics}) if req.topics else sorted(metadata.topics)
+    # each topic's DESCRIBE: a named topic is refused (after the described ones, outside the paging,
+    # existence unchecked), a listing leaves it out
+    describable = filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    refused = [DTP.DescribeTopicPartitionsResponseTopic(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n, is_internal=False, partitions=[],
+        topic_authorized_operations=NOT_REQUESTED) for n in names if n not in describable] if req.topics else []
+    names = [n for n in names if n in describable]
     budget = max(1, min(req.response_partition_limit, MAX_PARTITIONS_PER_RESPONSE))
     start_topic = req.cursor.topic_name if req.cursor is not None else None
     start_partition = req.cursor.partition_index if req.cursor is not None else 0
@@ -181,7 +204,7 @@ async def describe_topic_partitions(ctx: RequestContext,
         if info is None:
             topics.append(DTP.DescribeTopicPartitionsResponseTopic(
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False, partitions=[],
-                topic_authorized_operations=NOT_REQUESTED))
+                topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name)))
             continue
         first = start_partition if name == start_topic else 0
         if budget == 0:
@@ -191,10 +214,10 @@ async def describe_topic_partitions(ctx: RequestContext,
         budget -= len(parts)
         topics.append(DTP.DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id, is_internal=info.is_internal,
-            partitions=parts, topic_authorized_operations=NOT_REQUESTED))
+            partitions=parts, topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name)))
         if cursor is not None:
             break
-    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=cursor)
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics + refused, next_cursor=cursor)
 
 
 # -- DescribeQuorum -----------------------------------------------------------
@@ -218,11 +241,14 @@ def _quorum_partition(metadata: ClusterMetadata, topic: str, partition: int) -> 
 @handles(ApiKey.DESCRIBE_QUORUM, access=_CLUSTER_DESCRIBE)
 async def describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
     broker = ctx.broker
+    if not allowed(ctx, AclOperation.DESCRIBE):
+        return DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[], nodes=[])
     leader = broker.metadata.controller_id
     topics = [DQR.TopicData(topic_name=t.topic_name, partitions=[
         _quorum_partition(broker.metadata, t.topic_name, p.partition_index) for p in t.partitions])
         for t in req.topics]
     nodes = [DQR.Node(node_id=n.node_id, listeners=[DQR.Listener(
-        name="PLAINTEXT", host=n.advertised_host, port=n.port)]) for n in broker.nodes.values()
+        name=listener.name, host=listener.advertised_host, port=listener.advertised_port)
+        for listener in n.listeners]) for n in broker.nodes.values()
         if n.node_id == leader] if ctx.api_version >= 2 else []
     return DescribeQuorumResponse(error_code=ErrorCode.NONE, topics=topics, nodes=nodes)

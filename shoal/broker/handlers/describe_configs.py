@@ -8,8 +8,15 @@ from itertools import dropwhile
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
-from shoal.broker.config import DEFAULTS, BrokerConfig, ConfigResourceType, ConfigSource
-from shoal.broker.config_types import config_type
+from shoal.broker.authorize import DENIED_MESSAGES, config_denied
+from shoal.broker.config import (
+    DEFAULTS,
+    EMPTY_STRING_DEFAULTS,
+    BrokerConfig,
+    ConfigResourceType,
+    ConfigSource,
+)
+from shoal.broker.config_types import config_type, is_sensitive
 from shoal.broker.topic_configs import (
     DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIG_FALLBACK_SYNONYMS,
@@ -41,7 +48,7 @@ def broker_layers(config: BrokerConfig, key: str) -> list[tuple[str, ConfigSourc
     static = config.props.get(key)
     if static is not None and (key in config.explicit or static != DEFAULTS.get(key)):
         out.append((static, ConfigSource.STATIC_BROKER_CONFIG))
-    if DEFAULTS.get(key):  # an empty default means "unset": a lower synonym decides
+    if DEFAULTS.get(key) or key in EMPTY_STRING_DEFAULTS:  # else an empty default means "unset"
         out.append((DEFAULTS[key], ConfigSource.DEFAULT_CONFIG))
     return out
 
@@ -98,10 +105,11 @@ def broker_entries(config: BrokerConfig, resource: str, include_synonyms: bool) 
     for k in keys:
         layers = broker_synonym_layers(config, k, cluster_default=resource == "")
         value, source = layers[0] if layers else (None, ConfigSource.DEFAULT_CONFIG)  # unset, no default: null
-        out.append(Entry(name=k, value=value, read_only=k not in DYNAMIC_BROKER_CONFIGS,
+        secret = is_sensitive(k)  # a secret's value never leaves the broker, as Kafka
+        out.append(Entry(name=k, value=None if secret else value, read_only=k not in DYNAMIC_BROKER_CONFIGS,
                          is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
-                         is_sensitive=False, config_type=config_type(k),
-                         synonyms=[Synonym(name=k, value=v, source=src) for v, src in layers]
+                         is_sensitive=secret, config_type=config_type(k),
+                         synonyms=[Synonym(name=k, value=None if secret else v, source=src) for v, src in layers]
                          if include_synonyms else []))
     return out
 
@@ -135,6 +143,11 @@ async def describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> 
     include_synonyms = ctx.api_version >= 1 and req.include_synonyms
     results = []
     for res in req.resources:
+        denied = config_denied(ctx, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS)
+        if denied is not None:
+            results.append(Result(error_code=denied, error_message=DENIED_MESSAGES[denied],
+                                  resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
+            continue
         result = _describe_resource(ctx.broker, res, include_synonyms)
         if res.configuration_keys and result.configs:  # null or empty: every config, as Kafka
             keys = set(res.configuration_keys)

@@ -23,6 +23,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import allowed, filter_allowed
 from shoal.clock import now_ms
 from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.compression import ZSTD
@@ -150,8 +151,10 @@ def read_partition(ctx: RequestContext, topic: str | None, fp, budget: int, firs
 
 
 def read_all(ctx: RequestContext, req: FetchRequest, names: list[str | None],
-             budget: int) -> tuple[list[TopicResponse], int, bool]:
-    """Every partition's answer within ``budget`` bytes; their size in all; whether any failed."""
+             budget: int, denied: frozenset[str] = frozenset()) -> tuple[list[TopicResponse], int, bool]:
+    """Every partition's answer within ``budget`` bytes; their size in all; whether any failed.
+    The partitions of ``denied`` topics (not readable by the principal) answer TOPIC_AUTHORIZATION_FAILED
+    and do not end the wait for the others, as in Kafka."""
     read_committed = ctx.api_version >= 4 and req.isolation_level == 1
     total = 0
     any_error = False
@@ -159,6 +162,9 @@ def read_all(ctx: RequestContext, req: FetchRequest, names: list[str | None],
     for topic_req, name in zip(req.topics, names, strict=True):
         parts = []
         for fp in topic_req.partitions:
+            if name is not None and name in denied:
+                parts.append(_partition_error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             data, plog = read_partition(ctx, name, fp, budget - total, total == 0, read_committed)
             if plog is None:
                 any_error = True
@@ -192,6 +198,15 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                              session_id=0, responses=[])
     broker = ctx.broker
     names = _topic_names(ctx, req)
+    known = [n for n in names if n is not None]
+    # a consumer needs each topic's READ; a follower (replica id >= 0) the cluster's CLUSTER_ACTION
+    replica = req.replica_state.replica_id if ctx.api_version >= 15 and req.replica_state else req.replica_id
+    if replica >= 0:
+        denied = frozenset() if allowed(ctx, AclOperation.CLUSTER_ACTION) else frozenset(known)
+    else:
+        denied = frozenset(known) - filter_allowed(ctx, AclOperation.READ, ResourceType.TOPIC, known)
+    # nothing left to wait for when every topic is denied (Kafka answers at once)
+    nothing_readable = bool(denied) and all(n is not None and n in denied for n in names)
     deadline = now_ms() + max(req.max_wait_ms, 0)
     want = min(req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker.config.get_int("fetch.max.bytes"))
     memory = broker.response_memory
@@ -200,13 +215,13 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         # and copied, not sent with sendfile); given back once the response has been sent.
         granted = await memory.acquire(want)
         try:
-            responses, total, any_error = read_all(ctx, req, names, granted)
+            responses, total, any_error = read_all(ctx, req, names, granted, denied)
         except BaseException:
             memory.release(granted)
             raise
         memory.adjust(granted, total)
         remaining = deadline - now_ms()
-        if total >= req.min_bytes or any_error or remaining <= 0 or not ctx.node.running:
+        if total >= req.min_bytes or any_error or nothing_readable or remaining <= 0 or not ctx.node.running:
             if ctx.connection is not None:
                 ctx.connection.release_when_sent(memory, total)
             else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import allowed, filter_allowed
 from shoal.broker.handlers.fetch import leader_error
 from shoal.clock import now_ms
 from shoal.protocol.acl_operations import AclOperation, ResourceType
@@ -63,9 +64,13 @@ def lookup(ctx: RequestContext, topic: str, p, read_committed: bool) -> Partitio
 @handles(ApiKey.LIST_OFFSETS, access=_DESCRIBE_TOPIC)
 async def list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     read_committed = ctx.api_version >= 2 and req.isolation_level == 1
+    # each topic's DESCRIBE, checked before its existence
+    may = filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     return ListOffsetsResponse(throttle_time_ms=0, topics=[
-        ListOffsetsResponse.ListOffsetsTopicResponse(
-            name=t.name, partitions=[lookup(ctx, t.name, p, read_committed) for p in t.partitions])
+        ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=[
+            lookup(ctx, t.name, p, read_committed) if t.name in may
+            else PartitionResponse(partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for p in t.partitions])
         for t in req.topics])
 
 
@@ -73,11 +78,17 @@ async def list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffs
 async def offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     # Storage is shared by every replica, so no log is ever truncated: the end
     # offset of any epoch a client asks about is the current log end.
+    # the cluster's CLUSTER_ACTION (a follower), else each topic's DESCRIBE
+    may = {t.topic for t in req.topics} if allowed(ctx, AclOperation.CLUSTER_ACTION) else filter_allowed(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in req.topics))
     out = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code = leader_error(ctx, t.topic, p.partition, p.current_leader_epoch)
+            if t.topic not in may:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                code = leader_error(ctx, t.topic, p.partition, p.current_leader_epoch)
             if code != ErrorCode.NONE:
                 parts.append(EpochEndOffset(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1))
                 continue

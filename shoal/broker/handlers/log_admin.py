@@ -17,6 +17,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import allowed, filter_allowed
 from shoal.broker.metadata import INTERNAL_TOPICS
 from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
@@ -64,9 +65,15 @@ def _delete_partition_records(ctx: RequestContext, topic: str, info: TopicInfo |
 @handles(ApiKey.DELETE_RECORDS, access=(Access(ResourceType.TOPIC, AclOperation.DELETE),))
 async def delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
+    may_delete = filter_allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         info = ctx.broker.metadata.topics.get(t.name)
-        parts = [_delete_partition_records(ctx, t.name, info, p) for p in t.partitions]
+        if t.name not in may_delete:  # checked before existence, as Kafka does
+            parts = [DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1,
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]
+        else:
+            parts = [_delete_partition_records(ctx, t.name, info, p) for p in t.partitions]
         topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
@@ -102,6 +109,9 @@ def _log_dir_result(d: str, topics: dict[str, list[DLD.DescribeLogDirsPartition]
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS, access=(Access(ResourceType.CLUSTER, AclOperation.DESCRIBE),))
 async def describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not allowed(ctx, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                       results=[])
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in req.topics}
@@ -128,13 +138,15 @@ async def alter_replica_log_dirs(ctx: RequestContext,
                                  req: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse:
     broker = ctx.broker
     dirs = {str(d): d for d in broker.logs.log_dirs}
+    may_alter = allowed(ctx, AclOperation.ALTER)  # denied: every partition fails
     results: dict[str, list[ARLD.AlterReplicaLogDirPartitionResult]] = {}
     for d in req.dirs:
         target = dirs.get(d.path.rstrip("/") or "/")
         for t in d.topics:
             info = broker.metadata.topics.get(t.name)
             for p in t.partitions:
-                code = _move_replica(broker, target, t.name, info, p)
+                code = (_move_replica(broker, target, t.name, info, p) if may_alter
+                        else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 results.setdefault(t.name, []).append(
                     ARLD.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code))
     return AlterReplicaLogDirsResponse(throttle_time_ms=0, results=[

@@ -6,14 +6,9 @@ import uuid
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import allowed, authorized_operations, filter_allowed
 from shoal.broker.metadata import TopicInfo, topic_name_error
-from shoal.protocol.acl_operations import (
-    CLUSTER_OPERATIONS,
-    NOT_REQUESTED,
-    TOPIC_OPERATIONS,
-    AclOperation,
-    ResourceType,
-)
+from shoal.protocol.acl_operations import NOT_REQUESTED, AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.metadata_response import MetadataResponse
@@ -30,10 +25,9 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
 
 
-def live_brokers(broker: BrokerServices) -> list[MetadataResponse.MetadataResponseBroker]:
-    return [MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.advertised_host,
-                                                    port=n.port, rack=None)
-            for n in broker.nodes.values() if n.running]
+def live_brokers(ctx: RequestContext) -> list[MetadataResponse.MetadataResponseBroker]:
+    return [MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=host, port=port, rack=None)
+            for n in ctx.broker.nodes.values() if n.running for host, port in [ctx.address_of(n)]]
 
 
 def topic_entry(broker: BrokerServices, info: TopicInfo, ops: int = NOT_REQUESTED) -> Topic:
@@ -50,9 +44,15 @@ def topic_entry(broker: BrokerServices, info: TopicInfo, ops: int = NOT_REQUESTE
                  topic_authorized_operations=ops)
 
 
-def _named_topic(ctx: RequestContext, req: MetadataRequest, wanted, topic_ops: int) -> Topic:  # noqa: ANN001
+def _topic_ops(ctx: RequestContext, name: str, want_ops: bool) -> int:
+    """KIP-430's field of a described topic: what the principal may do on it, when asked."""
+    return authorized_operations(ctx, ResourceType.TOPIC, name) if want_ops else _NO_OPS
+
+
+def _named_topic(ctx: RequestContext, req: MetadataRequest, wanted, want_ops: bool) -> Topic:  # noqa: ANN001
     """The entry of one topic the request names (by name, or by id from v10), auto-created if
-    the broker and the request allow it."""
+    the broker and the request allow it. A topic the principal may not DESCRIBE answers
+    TOPIC_AUTHORIZATION_FAILED whether it exists or not (by id: without its name)."""
     broker = ctx.broker
     name = wanted.name
     if name is None or wanted.topic_id != _ZERO_ID:
@@ -61,7 +61,12 @@ def _named_topic(ctx: RequestContext, req: MetadataRequest, wanted, topic_ops: i
         if info is None:
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id,
                          topic_authorized_operations=_NO_OPS)
-        return topic_entry(broker, info, topic_ops)
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+            return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=wanted.topic_id,
+                         topic_authorized_operations=_NO_OPS)
+        return topic_entry(broker, info, _topic_ops(ctx, info.name, want_ops))
+    if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_authorized_operations=_NO_OPS)
     info = broker.metadata.topics.get(name)
     if info is None:
         if topic_name_error(name) is not None:
@@ -71,19 +76,26 @@ def _named_topic(ctx: RequestContext, req: MetadataRequest, wanted, topic_ops: i
         if not allow_auto:
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
                          topic_authorized_operations=_NO_OPS)
+        if not (allowed(ctx, AclOperation.CREATE) or allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
+            return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                         topic_authorized_operations=_NO_OPS)
         info = broker.auto_create_topic(name)
-    return topic_entry(broker, info, topic_ops)
+    return topic_entry(broker, info, _topic_ops(ctx, name, want_ops))
 
 
 @handles(ApiKey.METADATA, access=(Access(ResourceType.TOPIC, AclOperation.DESCRIBE),))
 async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
-    # KIP-430: every operation, when asked (no authorizer, as Kafka without one)
-    topic_ops = TOPIC_OPERATIONS if ctx.api_version >= 8 and req.include_topic_authorized_operations else _NO_OPS
-    cluster_ops = CLUSTER_OPERATIONS if 8 <= ctx.api_version <= 10 and \
-        req.include_cluster_authorized_operations else _NO_OPS
+    # KIP-430: what the principal may do, when asked (with no authorizer: everything)
+    want_ops = ctx.api_version >= 8 and bool(req.include_topic_authorized_operations)
+    cluster_ops = _NO_OPS
+    if 8 <= ctx.api_version <= 10 and req.include_cluster_authorized_operations:
+        cluster_ops = authorized_operations(ctx, ResourceType.CLUSTER) if allowed(ctx, AclOperation.DESCRIBE) else 0
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
-        out = [topic_entry(broker, t, topic_ops) for t in sorted(broker.metadata.topics.values(), key=lambda t: t.name)]
+        # every topic the principal may DESCRIBE; the others are not revealed
+        may = filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, broker.metadata.topics)
+        out = [topic_entry(broker, t, _topic_ops(ctx, t.name, want_ops))
+               for t in sorted(broker.metadata.topics.values(), key=lambda t: t.name) if t.name in may]
     elif ctx.api_version < 12 and any(t.name is None or t.topic_id != _ZERO_ID for t in req.topics):
         # v10 and v11 carry a topic id and a nullable name that no broker implemented; Kafka
         # refuses such a request with INVALID_REQUEST for every topic it names.
@@ -91,7 +103,7 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
                      topic_authorized_operations=_NO_OPS) for t in req.topics]
         cluster_ops = _NO_OPS
     else:
-        out = [_named_topic(ctx, req, wanted, topic_ops) for wanted in req.topics]
+        out = [_named_topic(ctx, req, wanted, want_ops) for wanted in req.topics]
     return MetadataResponse(
-        throttle_time_ms=0, brokers=live_brokers(broker), cluster_id=broker.cluster_id,
+        throttle_time_ms=0, brokers=live_brokers(ctx), cluster_id=broker.cluster_id,
         controller_id=broker.metadata.controller_id, topics=out, cluster_authorized_operations=cluster_ops)

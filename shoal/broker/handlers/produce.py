@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import allowed, filter_allowed
 from shoal.broker.connection import CloseConnection
 from shoal.broker.metadata import INTERNAL_TOPICS
 from shoal.clock import now_ms
@@ -193,11 +194,20 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
     now = now_ms()
     acks = req.acks
     metrics = ctx.broker.metrics
+    # a transactional producer needs its transactional id's WRITE (else every partition fails),
+    # and each topic its WRITE (else its partitions fail), checked before the topic's existence
+    txn_denied = req.transactional_id is not None and not allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    writable = filter_allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topic_data))
     responses = []
     for topic_data in req.topic_data:
         parts = []
         for pd in topic_data.partition_data:
-            if acks not in (0, 1, -1):
+            if txn_denied:
+                parts.append(_error(pd.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            elif topic_data.name not in writable:
+                parts.append(_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:
                 parts.append(append(ctx, req.transactional_id, topic_data.name, pd.index, pd.records, now))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import allowed, filter_allowed
 from shoal.broker.config import ConfigSource
 from shoal.broker.metadata import INTERNAL_TOPICS, topic_name_error
 from shoal.broker.topic_configs import InvalidTopicConfig, broker_topic_defaults, topic_log_config
@@ -164,21 +165,36 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
+    # the cluster's CREATE, or each topic's; a created topic's configs need its DESCRIBE_CONFIGS
+    creatable = set(seen) if allowed(ctx, AclOperation.CREATE) else filter_allowed(
+        ctx, AclOperation.CREATE, ResourceType.TOPIC, seen)
+    describable = filter_allowed(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, seen)
     results = []
     for t in req.topics:
         if seen[t.name] > 1:
             results.append(TopicResult(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
                                        error_message="Duplicate topic name.", configs=[]))
             continue
-        results.append(_create_one(ctx, t, ctx.api_version >= 1 and req.validate_only))
+        if t.name not in creatable:
+            results.append(TopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       error_message="Authorization failed.", configs=[]))
+            continue
+        result = _create_one(ctx, t, ctx.api_version >= 1 and req.validate_only)
+        if t.name not in describable and result.error_code == ErrorCode.NONE and ctx.api_version >= 5:
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.num_partitions, result.replication_factor, result.configs = -1, -1, []
+        results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
 # -- DeleteTopics -------------------------------------------------------------
 
-async def _delete_one(broker: BrokerServices, name: str | None,
-                      topic_id: uuid.UUID | None) -> DeleteTopicsResponse.DeletableTopicResult:
-    """Delete a topic named by ``name`` or (v6+) by ``topic_id``: Kafka's answer for it."""
+async def _delete_one(ctx: RequestContext, name: str | None,
+                      topic_id: uuid.UUID | None, cluster_delete: bool) -> DeleteTopicsResponse.DeletableTopicResult:
+    """Delete a topic named by ``name`` or (v6+) by ``topic_id``: Kafka's answer for it. Without
+    ``cluster_delete`` (the cluster's DELETE) the topic's DELETE is needed, checked before its existence;
+    a topic named by id whose name the principal may not DESCRIBE is answered without its name."""
+    broker = ctx.broker
     if name is None and topic_id is not None:
         info = broker.metadata.by_id.get(topic_id)
         name_resolved = info.name if info else None
@@ -187,7 +203,12 @@ async def _delete_one(broker: BrokerServices, name: str | None,
     result = DeleteTopicsResponse.DeletableTopicResult(name=name_resolved, error_code=ErrorCode.NONE)
     if topic_id is not None:
         result.topic_id = topic_id
-    if name_resolved is None or name_resolved not in broker.metadata.topics:
+    if (name_resolved is not None and not cluster_delete
+            and not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name_resolved)):
+        result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if name is None and not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name_resolved):
+            result.name = None
+    elif name_resolved is None or name_resolved not in broker.metadata.topics:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     elif name_resolved in INTERNAL_TOPICS:
         result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -206,7 +227,8 @@ async def delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Delete
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, None) for name in req.topic_names]
-    results = [await _delete_one(ctx.broker, name, topic_id) for name, topic_id in wanted]
+    cluster_delete = allowed(ctx, AclOperation.DELETE)
+    results = [await _delete_one(ctx, name, topic_id, cluster_delete) for name, topic_id in wanted]
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
@@ -247,9 +269,14 @@ async def create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -
         return CreatePartitionsResponse(throttle_time_ms=0, results=[
             PartitionsResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=_TOO_LARGE)
             for t in req.topics])
+    alterable = filter_allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
     results = []
     for t in req.topics:
         code, message = ErrorCode.NONE, None
+        if t.name not in alterable:
+            results.append(PartitionsResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                            error_message=None))
+            continue
         try:
             assignment = _new_assignment(broker, t, broker.metadata.topics.get(t.name))
             if not req.validate_only:
