@@ -152,3 +152,152 @@ def test_sasl_answers_equal_kafkas(tmp_path):
         ports = shoal.listener_ports[0]
         on_shoal = asyncio.run(asyncio.wait_for(_script(ports["PLAINTEXT"], ports["SASL_PLAINTEXT"]), 120))
     assert on_shoal == on_kafka
+
+
+# -- ACLs -----------------------------------------------------------------------------------------
+
+ACL_PROPS = {
+    "sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" '
+        'user_admin="admin-pw" user_alice="alice-pw";',
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    # User:ANONYMOUS is Kafka's own controller and inter-broker traffic on its PLAINTEXT listeners
+    "super.users": "User:admin;User:ANONYMOUS",
+}
+TOPIC, GROUP, CLUSTER, TXN = 2, 3, 4, 5  # resource types
+READ, WRITE, CREATE, DESCRIBE, ALL = 3, 4, 5, 8, 2
+LITERAL, PREFIXED, ANY_PATTERN, MATCH = 3, 4, 1, 2
+ALLOW = 3
+
+
+async def _login(port: int, user: str) -> RawClient:
+    c = await RawClient.connect(port)
+    assert (await _plain(c, user, f"{user}-pw"))[1] == 0
+    return c
+
+
+async def _as_alice(port: int) -> dict:
+    """What alice may do: each request's errors as the broker answers them."""
+    from shoal.protocol.generated.create_acls_request import CreateAclsRequest
+    from shoal.protocol.generated.create_topics_request import CreateTopicsRequest
+    from shoal.protocol.generated.describe_acls_request import DescribeAclsRequest
+    from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
+    from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
+    from shoal.protocol.generated.init_producer_id_request import InitProducerIdRequest
+    from shoal.protocol.generated.list_groups_request import ListGroupsRequest
+    from shoal.protocol.generated.offset_fetch_request import OffsetFetchRequest
+    from shoal.protocol.generated.produce_request import ProduceRequest
+    from tests.unit.broker_harness import batch, fetch_req
+
+    c = await _login(port, "alice")
+    seen: dict = {}
+    md = await c.call(ApiKey.METADATA, 12, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="acl-t")], allow_auto_topic_creation=False,
+        include_topic_authorized_operations=True))
+    seen["metadata named"] = [(t.name, t.error_code, t.topic_authorized_operations) for t in md.topics]
+    md = await c.call(ApiKey.METADATA, 12, MetadataRequest(topics=None))
+    seen["metadata all"] = sorted(t.name for t in md.topics if not t.name.startswith("__"))
+    pr = await c.call(ApiKey.PRODUCE, 9, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name="acl-t", partition_data=[
+            ProduceRequest.PartitionProduceData(index=0, records=batch(1))])]))
+    seen["produce"] = pr.responses[0].partition_responses[0].error_code
+    fe = await c.call(ApiKey.FETCH, 12, fetch_req("acl-t", 0, 0))
+    seen["fetch"] = fe.responses[0].partitions[0].error_code
+    fc = await c.call(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["g-1"]))
+    seen["find coordinator"] = [x.error_code for x in fc.coordinators]
+    of = await c.call(ApiKey.OFFSET_FETCH, 8, OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+        group_id="g-1", topics=[OffsetFetchRequest.OffsetFetchRequestTopics(name="acl-t", partition_indexes=[0])])]))
+    g = of.groups[0]
+    seen["offset fetch"] = (g.error_code, [(t.name, [p.error_code for p in t.partitions]) for t in g.topics])
+    ct = await c.call(ApiKey.CREATE_TOPICS, 5, CreateTopicsRequest(timeout_ms=5000, topics=[
+        CreateTopicsRequest.CreatableTopic(name="acl-new", num_partitions=1, replication_factor=1)]))
+    seen["create topic"] = [(t.name, t.error_code) for t in ct.topics]
+    dc = await c.call(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name="acl-t", configuration_keys=None)]))
+    seen["describe configs"] = dc.results[0].error_code
+    da = await c.call(ApiKey.DESCRIBE_ACLS, 3, DescribeAclsRequest(
+        resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+        host_filter=None, operation=1, permission_type=1))
+    seen["describe acls"] = da.error_code
+    ca = await c.call(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+        resource_type=TOPIC, resource_name="x", resource_pattern_type=LITERAL, principal="User:alice", host="*",
+        operation=ALL, permission_type=ALLOW)]))
+    seen["create acls"] = [r.error_code for r in ca.results]
+    ip = await c.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id="tx-1",
+                                                                        transaction_timeout_ms=10000))
+    seen["init transactional producer"] = ip.error_code
+    lg = await c.call(ApiKey.LIST_GROUPS, 4, ListGroupsRequest(states_filter=[]))
+    seen["list groups"] = (lg.error_code, sorted(x.group_id for x in lg.groups))
+    await c.close()
+    return seen
+
+
+async def _acl_script(plain_port: int, sasl_port: int) -> dict:
+    from shoal.protocol.generated.create_acls_request import CreateAclsRequest
+    from shoal.protocol.generated.delete_acls_request import DeleteAclsRequest
+    from shoal.protocol.generated.describe_acls_request import DescribeAclsRequest
+    from tests.unit.broker_harness import create_req
+
+    admin = await _login(sasl_port, "admin")
+    assert (await admin.call(ApiKey.CREATE_TOPICS, 5, create_req("acl-t"))).topics[0].error_code == 0
+    from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
+
+    for _ in range(60):  # a fresh Kafka makes __consumer_offsets on the first lookup: wait it out on both
+        fc = await admin.call(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["w"]))
+        if fc.coordinators[0].error_code == 0:
+            break
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(0.5)
+    seen = {"denied": await _as_alice(sasl_port)}
+
+    def acl(rtype: int, name: str, pattern: int, op: int) -> CreateAclsRequest.AclCreation:
+        return CreateAclsRequest.AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=pattern,
+                                             principal="User:alice", host="*", operation=op, permission_type=ALLOW)
+
+    created = await admin.call(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[
+        acl(TOPIC, "acl-", PREFIXED, WRITE), acl(TOPIC, "acl-t", LITERAL, READ), acl(GROUP, "g-", PREFIXED, READ),
+        acl(TXN, "tx-1", LITERAL, WRITE), acl(CLUSTER, "kafka-cluster", LITERAL, CREATE),
+        acl(TOPIC, "bad", 9, READ), acl(CLUSTER, "not-the-cluster", LITERAL, CREATE)]))
+    seen["create acls"] = [(r.error_code, r.error_message) for r in created.results]
+    await asyncio.sleep(1.0)  # Kafka applies ACLs through its metadata log
+    described = await admin.call(ApiKey.DESCRIBE_ACLS, 3, DescribeAclsRequest(
+        resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+        host_filter=None, operation=1, permission_type=1))
+    seen["describe acls message"] = (described.error_code, described.error_message)
+    seen["describe acls"] = sorted((r.resource_type, r.resource_name, r.pattern_type,
+                                    sorted((a.principal, a.host, a.operation, a.permission_type) for a in r.acls))
+                                   for r in described.resources)
+    matched = await admin.call(ApiKey.DESCRIBE_ACLS, 3, DescribeAclsRequest(
+        resource_type_filter=TOPIC, resource_name_filter="acl-t", pattern_type_filter=MATCH, principal_filter=None,
+        host_filter=None, operation=1, permission_type=1))
+    seen["describe acls matching acl-t"] = sorted((r.resource_name, r.pattern_type) for r in matched.resources)
+    seen["allowed"] = await _as_alice(sasl_port)
+    deleted = await admin.call(ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter(
+        resource_type_filter=TOPIC, resource_name_filter=None, pattern_type_filter=ANY_PATTERN,
+        principal_filter="User:alice", host_filter=None, operation=1, permission_type=1)]))
+    seen["delete acls"] = [(r.error_code, r.error_message, sorted((m.resource_name, m.operation, m.error_message)
+                                                                  for m in r.matching_acls))
+                           for r in deleted.filter_results]
+    await admin.close()
+    return seen
+
+
+def test_acl_answers_equal_kafkas(tmp_path):
+    kafka = KafkaCluster("4", 1, tmp_path / "kafka", overrides={**COMMON_PROPERTIES, **ACL_PROPS},
+                         extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
+    kafka.start()
+    try:
+        on_kafka = asyncio.run(asyncio.wait_for(
+            _acl_script(kafka.ports[1], kafka.listener_ports[1]["SASL_PLAINTEXT"]), 120))
+    finally:
+        kafka.stop()
+    props = {**COMMON_PROPERTIES, **ACL_PROPS, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}
+    with EmbeddedBroker(properties=props, data_dir=tmp_path / "shoal") as shoal:
+        ports = shoal.listener_ports[0]
+        on_shoal = asyncio.run(asyncio.wait_for(_acl_script(ports["PLAINTEXT"], ports["SASL_PLAINTEXT"]), 120))
+    differing = {k: (on_shoal[k], on_kafka[k]) for k in on_kafka if on_shoal[k] != on_kafka[k]}
+    for k, (mine, theirs) in differing.items():  # the detail of nested answers, one line each
+        if isinstance(theirs, dict):
+            differing[k] = {kk: (mine.get(kk), vv) for kk, vv in theirs.items() if mine.get(kk) != vv}
+    assert not differing, "\n".join(f"{k}: shoal, kafka = {v}" for k, v in differing.items())

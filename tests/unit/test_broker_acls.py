@@ -73,7 +73,7 @@ def _creation(resource_type: int, name: str, principal: str, operation: AclOpera
 
 async def _grant(admin: RawClient, *creations: CreateAclsRequest.AclCreation) -> None:
     resp = await admin.call(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=list(creations)))
-    assert [(r.error_code, r.error_message) for r in resp.results] == [(0, None)] * len(creations)
+    assert [(r.error_code, r.error_message) for r in resp.results] == [(0, "")] * len(creations)  # Kafka leaves "" on success
 
 
 def _describe_all(version: int = 3) -> DescribeAclsRequest:

@@ -68,7 +68,7 @@ async def create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAcls
                            from_code(PermissionType, c.permission_type))) for c in req.creations]
     errors = ctx.broker.metadata.create_acls(bindings)
     return CreateAclsResponse(throttle_time_ms=0, results=[
-        CreateAclsResponse.AclCreationResult(error_code=ErrorCode.NONE, error_message=None) if e is None else
+        CreateAclsResponse.AclCreationResult(error_code=ErrorCode.NONE, error_message="") if e is None else
         CreateAclsResponse.AclCreationResult(error_code=e.code, error_message=e.message) for e in errors])
 
 
@@ -87,7 +87,7 @@ async def describe_acls(ctx: RequestContext, req: DescribeAclsRequest) -> Descri
         by_pattern.setdefault(b.pattern, []).append(DescribeAclsResponse.AclDescription(
             principal=b.entry.principal, host=b.entry.host, operation=b.entry.operation,
             permission_type=b.entry.permission))
-    return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, resources=[
+    return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="", resources=[
         DescribeAclsResponse.DescribeAclsResource(resource_type=p.resource_type, resource_name=p.name,
                                                   pattern_type=p.pattern_type, acls=acls)
         for p, acls in by_pattern.items()])
