@@ -37,8 +37,4 @@ fi
 
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/mypy shoal/coordinator shoal/broker/security shoal/client/security.py shoal/client/sasl_mechanisms.py
-# Compile every module first: CPython 3.11.7 can fail an import with "AST constructor recursion depth
-# mismatch" when two threads compile at once (an embedded broker's thread importing a codec while
-# pytest rewrites a test module); with the bytecode written, only pytest compiles during the run.
-.venv/bin/python -m compileall -q shoal tests >/dev/null
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
