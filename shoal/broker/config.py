@@ -71,6 +71,9 @@ DEFAULTS: dict[str, str] = {
     "fetch.memory.max.bytes": "33554432",
     # shoal: a request whose bytes stop arriving for this long closes its connection
     "request.read.timeout.ms": "60000",
+    # client quotas (Kafka's QuotaConfig): a quota's rate is measured over this many samples of this many seconds
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "3",
     "offsets.topic.segment.bytes": "104857600",
@@ -357,6 +360,9 @@ class BrokerConfig:
                     "transaction.max.timeout.ms"):
             if self.get_int(key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {self.get(key)}")
+        for key in ("quota.window.num", "quota.window.size.seconds"):  # Kafka: atLeast(1)
+            if self.get_int(key) < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
         self.get_bool("auto.create.topics.enable")
         self.retention_ms  # noqa: B018
         self.segment_ms  # noqa: B018

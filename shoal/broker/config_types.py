@@ -77,6 +77,7 @@ _TYPES: dict[str, int] = {
     "sasl.oauthbearer.jwks.endpoint.url": STRING, "sasl.oauthbearer.expected.audience": LIST,
     "sasl.oauthbearer.expected.issuer": STRING, "sasl.oauthbearer.sub.claim.name": STRING,
     "sasl.oauthbearer.scope.claim.name": STRING, "sasl.oauthbearer.clock.skew.seconds": INT,
+    "quota.window.num": INT, "quota.window.size.seconds": INT,
     # shoal's own
     "metrics.port": INT, "max.records.per.user.op": INT, "request.read.timeout.ms": LONG,
     "log.max.open.segments": INT,

@@ -205,6 +205,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._after_sent: list[tuple[ResponseMemory, int]] = []
+        self._throttle_ms = 0  # quota throttling: mute this long once the response is written
+        self._mute: asyncio.Future[None] | None = None
 
     # -- asyncio.BufferedProtocol ------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -235,6 +237,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def close_after_response(self) -> None:
         """Close once the response now being built has been written (a failed authentication)."""
         self._close_after = True
+
+    def throttle(self, ms: int) -> None:
+        """A quota was violated: once the response now being built has been written (at once, as
+        Kafka answers KIP-219 clients), read and handle nothing more for ``ms`` (Kafka mutes the channel)."""
+        self._throttle_ms = max(self._throttle_ms, ms)
+
+    async def _muted(self) -> None:
+        ms, self._throttle_ms = self._throttle_ms, 0
+        loop = asyncio.get_running_loop()
+        mute = self._mute = loop.create_future()
+        unmute = loop.call_later(ms / 1000, _finish, mute)
+        self._pause("throttle")
+        try:
+            await mute
+        finally:
+            unmute.cancel()
+            self._mute = None
+            self._resume("throttle")
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -365,6 +385,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._frame is not None:
             self.memory.give(len(self._frame))
             self._frame = None
+        if self._mute is not None:
+            _finish(self._mute)
         self._queue.put_nowait(None)
 
     # -- processing --------------------------------------------------------
@@ -404,6 +426,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if self._close_after:
                     self.close()
                     return
+                if self._throttle_ms and not self.closed:
+                    await self._muted()
                 # As Kafka mutes a channel until its response is sent: the next request of this
                 # connection waits while the client has not taken what was sent before. Response
                 # budget comes back when sent, or after a few seconds whatever the client does, so
@@ -428,7 +452,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self.closed and self.transport is not None:
             self.closed = True
             self.transport.close()
+        if self._mute is not None:
+            _finish(self._mute)
         self._queue.put_nowait(None)
+
+
+def _finish(mute: asyncio.Future[None]) -> None:
+    if not mute.done():
+        mute.set_result(None)
 
 
 _ZERO_BLOCK = bytes(1 << 20)

@@ -153,6 +153,7 @@ class GroupCoordinators(NodeCoordinators):
     def __init__(self, broker: Broker) -> None:
         super().__init__(broker)
         self.config = GroupConfig.from_properties(broker.config.props)
+        self.config.group_overrides = broker.metadata.group_configs  # the live map: changes apply at once
         self.topics = ClusterTopics(broker)
         self.assignors = resolve_assignors(self.config.group_consumer_assignors)
 

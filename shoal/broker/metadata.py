@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from shoal.broker.metadata_log import MetadataLog
+from shoal.broker.quotas import AlterResult, QuotaStore
 from shoal.broker.security.authorizer import (
     AclBinding,
     AclBindingFilter,
@@ -94,8 +95,11 @@ class ClusterMetadata:
         self._log = MetadataLog(directory, fsync) if directory is not None else None
         # dynamic broker configs: "" (the cluster default) or a node id -> {name: value}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # dynamic group configs (KIP-848's GROUP resource): group id -> {name: value}
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.scram = ScramCredentials()
         self.acls = AclStore()
+        self.quotas = QuotaStore()  # client quotas (AlterClientQuotas)
         # called with (topic, partition, old_leader, new_leader) on every change
         self.leader_listeners: list[Callable[[str, int, int, int], None]] = []
         # A cluster that starts with no metadata at all (not a restart, not a migration)
@@ -140,8 +144,12 @@ class ClusterMetadata:
             self.broker_configs[str(r["resource"])] = dict(r["configs"])
         elif kind == "scram":
             self.scram.apply(r)
+        elif kind == "group_configs":
+            self._set_group(str(r["group"]), dict(r["configs"]))
         elif kind == "acl":
             self.acls.apply(r)
+        elif kind == "quota":
+            self.quotas.apply(r)
 
     def _snapshot(self) -> Iterator[dict[str, Any]]:
         for t in self.topics.values():
@@ -150,15 +158,18 @@ class ClusterMetadata:
         for resource, configs in sorted(self.broker_configs.items()):
             if configs:
                 yield {"t": "broker_configs", "resource": resource, "configs": configs}
+        for group, configs in sorted(self.group_configs.items()):
+            yield {"t": "group_configs", "group": group, "configs": configs}
         yield from self.scram.snapshot()
         yield from self.acls.records()
+        yield from self.quotas.snapshot()
 
     def _record(self, *records: dict[str, Any]) -> None:
         """Make a change durable; rewrite the log as a snapshot when it is mostly history."""
         if self._log is None:
             return
         self._log.append(records)
-        live = sum(1 for _ in self.broker_configs) + len(self.topics) + len(self.scram) + len(self.acls)
+        live = len(self.broker_configs) + len(self.group_configs) + len(self.topics) + len(self.scram) + len(self.acls) + len(self.quotas)
         if self._log.records > max(1000, 4 * live):
             self._log.rewrite(self._snapshot())
 
@@ -257,6 +268,28 @@ class ClusterMetadata:
         for record in records:
             self.acls.apply(record)
         return results
+
+    def alter_client_quotas(self, alterations: list[tuple[list[tuple[str, str | None]], list[tuple[str, float | None]]]],
+                            validate_only: bool = False) -> list[AlterResult]:
+        """AlterClientQuotas: validate, make the changes durable (unless only validating), apply;
+        each entity's result."""
+        results, records = self.quotas.alter(alterations)
+        if not validate_only:
+            self._record(*records)
+            for record in records:
+                self.quotas.apply(record)
+        return results
+
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        """A group's dynamic configs, replaced (none left: the group follows the broker's)."""
+        self._record({"t": "group_configs", "group": group, "configs": dict(configs)})
+        self._set_group(group, dict(configs))
+
+    def _set_group(self, group: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.group_configs[group] = configs
+        else:
+            self.group_configs.pop(group, None)
 
     def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
         """The dynamic configs of broker ``resource`` ("" for the cluster default), replaced."""

@@ -15,6 +15,7 @@ Records (``t`` is the type):
 - ``delete``: name
 - ``topic_configs``: name, configs (the whole set)
 - ``broker_configs``: resource ("" the cluster default, or a node id), configs
+- ``group_configs``: group, configs (the whole set of a group's dynamic configs)
 - ``scram``: op (upsert or delete), user, mechanism, and the salt, keys and iterations
 """
 

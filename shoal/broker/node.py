@@ -12,13 +12,22 @@ import asyncio
 import logging
 import struct
 import time
+from collections.abc import Awaitable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shoal.broker.authorize import authorize
 from shoal.broker.connection import CloseConnection, KafkaConnection
+from shoal.broker.quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaEnforcer,
+    quota_user,
+    request_percentage,
+)
 from shoal.broker.security.authentication import AuthenticationFailed, IllegalRequest
-from shoal.clock import now_ms
+from shoal.clock import monotonic_ms, now_ms
 from shoal.protocol.errors import DecodeError
 from shoal.protocol.framing import (
     decode_request_header,
@@ -28,8 +37,10 @@ from shoal.protocol.framing import (
     start_response,
 )
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.fetch_response import FetchResponse
 
 if TYPE_CHECKING:
+    from shoal.broker.apis import Api
     from shoal.broker.broker import Broker
     from shoal.broker.security.listeners import ListenerSecurity
     from shoal.broker.services import BrokerServices
@@ -98,6 +109,9 @@ class BrokerNode:
         self.read_timeout_ms = config.get_int("request.read.timeout.ms")
         self._reaper: asyncio.Task[None] | None = None
         self.running = False
+        # client quotas, measured per node as each Kafka broker does
+        self.quotas = QuotaEnforcer(broker.metadata.quotas, config.get_int("quota.window.num"),
+                                    config.get_int("quota.window.size.seconds"))
 
     # The first listener is the node's address where one address is asked for (tools, tests).
     @property
@@ -224,6 +238,9 @@ class BrokerNode:
         ctx = RequestContext(self, api_key, api_version, correlation_id,
                              header.client_id, "/" + conn.peer.rsplit(":", 1)[0], conn, auth.principal)
         authorize(ctx, api)
+        enforced = self.broker.metadata.quotas.enforced
+        if enforced:  # some client quota is configured: measure, and throttle what goes over
+            return await self._with_quotas(ctx, api, request, len(frame), conn, enforced)
         started = time.perf_counter()
         response: Any = await api.handler(ctx, request)
         if response is None:  # acks=0 produce: no response at all
@@ -235,6 +252,59 @@ class BrokerNode:
         self.broker.metrics.request(api.name, api_version, (time.perf_counter() - started) * 1000)
         return finish_frame(out)
 
+    async def _with_quotas(self, ctx: RequestContext, api: Api, request: Any, size: int, conn: KafkaConnection,
+                           enforced: frozenset[str]) -> bytes | bytearray | None:
+        """Handle a request as dispatch does, with Kafka's client quotas: produce counts the request's
+        bytes, a consumer's fetch its response's bytes, every request its handling time (the time its
+        handler ran on the loop, as Kafka counts request-handler thread time). A quota gone over sets
+        the response's throttle_time_ms and mutes the connection that long after answering; a throttled
+        fetch returns no data (its bytes are not counted) and a fetch never asks for more than one quota
+        window can take, as Kafka."""
+        quotas, version = self.quotas, ctx.api_version
+        user, client_id = quota_user(ctx.principal), ctx.client_id or ""
+        consumer_fetch = ctx.api_key == ApiKey.FETCH and _replica_id(request, version) < 0
+        if consumer_fetch and CONSUMER_BYTE_RATE in enforced and version >= 3:
+            most = quotas.max_value_in_window(CONSUMER_BYTE_RATE, user, client_id)
+            if most is not None:
+                request.max_bytes = max(0, min(request.max_bytes, int(most)))
+                request.min_bytes = min(request.min_bytes, request.max_bytes)
+        started = time.perf_counter()
+        timed = _Timed(api.handler(ctx, request))
+        response: Any = await timed
+        now = monotonic_ms()
+        throttle = 0
+        if REQUEST_PERCENTAGE in enforced and response is not None:  # acks=0 produce: not enforced (Kafka)
+            throttle = quotas.record(REQUEST_PERCENTAGE, user, client_id, request_percentage(timed.busy), now)
+        if ctx.api_key == ApiKey.PRODUCE and PRODUCER_BYTE_RATE in enforced:
+            throttle = max(throttle, quotas.record(PRODUCER_BYTE_RATE, user, client_id, size, now))
+        if response is None:
+            self.broker.metrics.request(api.name, version, (time.perf_counter() - started) * 1000)
+            if throttle > 0:
+                conn.throttle(throttle)
+            return None
+        header_version = response_header_version(ctx.api_key, version)
+        out = start_response(ctx.correlation_id, header_version)
+        if consumer_fetch and response.error_code == 0:
+            before = len(out)
+            response.encode_into(out, version)
+            fetched = len(out) - before
+            if CONSUMER_BYTE_RATE in enforced:
+                throttle = max(throttle, quotas.record(CONSUMER_BYTE_RATE, user, client_id, fetched, now))
+            if throttle > 0:  # as Kafka: no data, and the bytes not counted
+                if CONSUMER_BYTE_RATE in enforced:
+                    quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, fetched, now)
+                out = start_response(ctx.correlation_id, header_version)
+                FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0,
+                              responses=[]).encode_into(out, version)
+        else:
+            if throttle > 0 and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = max(response.throttle_time_ms, throttle)
+            response.encode_into(out, version)
+        self.broker.metrics.request(api.name, version, (time.perf_counter() - started) * 1000)
+        if throttle > 0:
+            conn.throttle(throttle)
+        return finish_frame(out)
+
     async def _raw_token(self, frame: bytearray, conn: KafkaConnection) -> bytes:
         """One token of a v0 SASL exchange; a failure closes the connection after Kafka's delay."""
         try:
@@ -244,3 +314,40 @@ class BrokerNode:
             await asyncio.sleep(delay / 1000)
             raise CloseConnection(f"SASL authentication failed: {e}") from None
         return _SIZE.pack(len(answer)) + answer
+
+
+def _replica_id(request: Any, version: int) -> int:
+    """A Fetch's replica id: a follower's node id, -1 for a consumer."""
+    if version >= 15:
+        state = request.replica_state
+        return state.replica_id if state is not None else -1
+    return int(request.replica_id)
+
+
+class _Timed:
+    """Awaits a handler, adding up the time it runs on the loop (not the time it waits): the
+    analogue of the request-handler thread time Kafka's request quota counts."""
+
+    def __init__(self, coro: Awaitable[Any]) -> None:
+        self._coro = coro
+        self.busy = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self._coro.__await__()
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            started = time.perf_counter()
+            try:
+                yielded = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration as done:
+                self.busy += time.perf_counter() - started
+                return done.value
+            self.busy += time.perf_counter() - started
+            try:
+                value, error = (yield yielded), None
+            except GeneratorExit:
+                steps.close()
+                raise
+            except BaseException as e:  # cancellation: into the handler
+                value, error = None, e

@@ -197,17 +197,39 @@ def test_unknown_topic_agrees(fresh_pair: tuple[str, str]) -> None:
     assert errors[0] == errors[1]
 
 
-@pytest.mark.reference
-def test_group_configs_are_a_listed_difference(fresh_pair: tuple[str, str]) -> None:
-    """KIP-848 group configs (resource type GROUP): Kafka 4.x answers its defaults, shoal refuses the
-    resource type until it has the consumer group type (docs/compatibility.md). Either side changing
-    shows here."""
-    from shoal.protocol.errors import ErrorCode
+def _alter_group(bootstrap: str, group: str, configs: dict[str, str | None]) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on one GROUP resource: SET each value, DELETE each None."""
+    from shoal.protocol.generated.incremental_alter_configs_request import (
+        IncrementalAlterConfigsRequest as Req,
+    )
 
+    with ToolClient(bootstrap) as client:
+        resp = client._any.send(Req(resources=[Req.AlterConfigsResource(
+            resource_type=GROUP, resource_name=group, configs=[
+                Req.AlterableConfig(name=k, config_operation=1 if v is None else 0, value=v)
+                for k, v in configs.items()])], validate_only=False), 1)
+    r = resp.responses[0]
+    return r.error_code, r.error_message
+
+
+@pytest.mark.reference
+def test_group_configs_agree(fresh_pair: tuple[str, str]) -> None:
+    """KIP-848 group configs (resource type GROUP): the defaults, a group's overrides, Kafka's refusals."""
     group = f"dcg-{uuid.uuid4().hex[:8]}"
-    (s_err, _), (k_err, kafka) = (describe(bs, GROUP, group) for bs in fresh_pair)
-    assert k_err == 0 and kafka
-    assert s_err == ErrorCode.INVALID_REQUEST
+    (s_err, shoal), (k_err, kafka) = (describe(bs, GROUP, group) for bs in fresh_pair)
+    assert (s_err, sorted(shoal)) == (k_err, sorted(kafka)) == (0, sorted(kafka))
+    assert not differences(GROUP, shoal, kafka)
+    for change in ({"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "6000",
+                    "share.auto.offset.reset": "earliest"},
+                   {"consumer.session.timeout.ms": None},
+                   {"consumer.session.timeout.ms": "1000"}, {"consumer.heartbeat.interval.ms": "99999"},
+                   {"consumer.session.timeout.ms": "x"}, {"no.such.group.config": "1"},
+                   {"share.renew.acknowledge.enable": "maybe"}, {"streams.num.standby.replicas": "2"},
+                   {"share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "15000"}):
+        answers = [_alter_group(bs, group, change) for bs in fresh_pair]
+        assert answers[0] == answers[1], change
+        (_, shoal), (_, kafka) = (describe(bs, GROUP, group) for bs in fresh_pair)
+        assert not differences(GROUP, shoal, kafka), change
 
 
 # ---------------------------------------------------------------- the fixes, pinned without Kafka

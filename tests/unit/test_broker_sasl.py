@@ -5,6 +5,7 @@ managed over the wire. Real clients' SASL is in tests/interop/test_security_clie
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 
 import pytest
@@ -289,3 +290,24 @@ def _frame(api_key: int, version: int, body: bytes) -> bytes:
 
 def _sized(token: bytes) -> bytes:
     return struct.pack(">i", len(token)) + token
+
+
+def test_a_client_that_stops_mid_handshake_is_closed_in_bounded_time(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="shoal.broker")
+
+    async def go():
+        broker = await _broker(tmp_path, **{"connections.max.idle.ms": "400", "request.read.timeout.ms": "400"})
+        _, sasl = _ports(broker)
+        try:
+            silent = await RawClient.connect(sasl)  # a handshake, then nothing
+            assert (await silent.call(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))).error_code == 0
+            partial = await RawClient.connect(sasl)  # half a SaslAuthenticate frame, then nothing
+            await partial.send_raw(struct.pack(">i", 200) + b"\0\x24\0\x02")
+            assert await silent.is_closed(timeout=5) and await partial.is_closed(timeout=5)
+            bad = await RawClient.connect(sasl)
+            await _plain_login(bad, "alice", "not-her-password")
+        finally:
+            await broker.close()
+    run(go())
+    assert "Failed authentication with 127.0.0.1" in caplog.text
+    assert "not-her-password" not in caplog.text

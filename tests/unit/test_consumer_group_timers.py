@@ -143,3 +143,21 @@ def test_on_loaded_rearms_session_timers() -> None:
     assert fresh.next_deadline() is not None
     result = fresh.poll(h.now + 45000)
     assert result.records and "a" not in fresh.groups["g"].members  # type: ignore[attr-defined]
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval_apply_to_it_alone() -> None:
+    """Dynamic group configs (IncrementalAlterConfigs on GROUP resources) override the broker's for
+    one group: its heartbeat responses carry its interval, its members' sessions its timeout."""
+    overrides: dict[str, dict[str, str]] = {}
+    h = CGHarness(group_overrides=overrides)
+    a = Consumer(h, "a")
+    overrides["g"] = {"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "7000"}
+    assert a.join().heartbeat_interval_ms == 7000
+    assert h.cg_join("o", gid="other").heartbeat_interval_ms == 5000  # the broker's default
+    h.advance(49999)
+    assert "a" in h.cgroup().members  # the broker's 45 s would have fenced it
+    h.advance(1)
+    assert "a" not in h.cgroup().members
+    overrides["g"] = {}  # the override deleted: the broker's settings again
+    b = Consumer(h, "b")
+    assert b.join().heartbeat_interval_ms == 5000

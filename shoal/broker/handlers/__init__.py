@@ -17,6 +17,7 @@ from shoal.broker.handlers import (
     log_admin,
     metadata_api,
     produce,
+    quota_admin,
     sasl,
     scram_admin,
     topic_admin,
@@ -24,4 +25,4 @@ from shoal.broker.handlers import (
 )
 
 __all__ = ["acl_admin", "alter_configs", "api_versions", "cluster_admin", "describe_cluster", "describe_configs", "fetch",
-           "groups", "list_offsets", "log_admin", "metadata_api", "produce", "sasl", "scram_admin", "topic_admin", "transactions"]
+           "groups", "list_offsets", "log_admin", "metadata_api", "produce", "quota_admin", "sasl", "scram_admin", "topic_admin", "transactions"]

@@ -1,4 +1,4 @@
-"""IncrementalAlterConfigs and AlterConfigs: topic configs and dynamic broker configs.
+"""IncrementalAlterConfigs and AlterConfigs: topic configs, dynamic broker configs and group configs.
 
 A topic's configs are applied to its partitions at once and kept in the
 cluster metadata, so they survive restarts. Broker resources are the
@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from shoal.broker.apis import Access, handles
 from shoal.broker.authorize import DENIED_MESSAGES, config_denied
 from shoal.broker.config import AlterConfigOpType, ConfigResourceType
+from shoal.broker.group_configs import InvalidGroupConfig, broker_values
+from shoal.broker.group_configs import validate as validate_group_configs
 from shoal.broker.topic_configs import (
     LIST_TOPIC_CONFIGS,
     InvalidBrokerConfig,
@@ -120,6 +122,19 @@ def _change_broker(broker: BrokerServices, name: str, ops: list[Op] | None, repl
         raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(e)) from None
 
 
+def _change_group(broker: BrokerServices, name: str, ops: list[Op], validate_only: bool) -> None:
+    if not name:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    new = apply_ops(broker.metadata.group_configs.get(name, {}), ops, frozenset({"streams.rack.aware.assignment.tags"}),
+                    {})
+    try:
+        validate_group_configs(new, broker_values(broker.config.get))
+    except InvalidGroupConfig as e:
+        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if not validate_only:
+        broker.metadata.set_group_configs(name, new)
+
+
 def change(broker: BrokerServices, resource_type: int, name: str, ops: list[Op] | None,
            replace: dict[str, str | None] | None, validate_only: bool) -> None:
     """One resource: ``ops`` (incremental) or ``replace`` (the legacy full set)."""
@@ -131,6 +146,8 @@ def change(broker: BrokerServices, resource_type: int, name: str, ops: list[Op] 
         _change_topic(broker, name, ops, replace, validate_only)
     elif resource_type == ConfigResourceType.BROKER:
         _change_broker(broker, name, ops, replace, validate_only)
+    elif resource_type == ConfigResourceType.GROUP and ops is not None:  # Kafka: incremental only
+        _change_group(broker, name, ops, validate_only)
     else:
         raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 

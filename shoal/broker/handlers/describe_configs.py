@@ -17,6 +17,7 @@ from shoal.broker.config import (
     ConfigSource,
 )
 from shoal.broker.config_types import config_type, is_sensitive
+from shoal.broker.group_configs import GROUP_CONFIGS, broker_values, default_value
 from shoal.broker.topic_configs import (
     DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIG_FALLBACK_SYNONYMS,
@@ -131,10 +132,29 @@ def _describe_resource(broker: BrokerServices, res: DescribeConfigsRequest.Descr
             result.error_message = f"Unknown broker {res.resource_name}"
         else:
             result.configs = broker_entries(broker.config, res.resource_name, include_synonyms)
+    elif res.resource_type == ConfigResourceType.GROUP:
+        result.configs = group_entries(broker, res.resource_name, include_synonyms)
     else:
         result.error_code = ErrorCode.INVALID_REQUEST
         result.error_message = f"Unsupported resource type {res.resource_type}"
     return result
+
+
+def group_entries(broker: BrokerServices, name: str, include_synonyms: bool) -> list[Entry]:
+    """A group's configs (KIP-848): its overrides (GROUP_CONFIG), else its broker synonyms' values."""
+    overrides = broker.metadata.group_configs.get(name, {})
+    values = broker_values(broker.config.get)
+    out = []
+    for key, (synonym, kind, _) in sorted(GROUP_CONFIGS.items()):
+        fallback = default_value(key, values)
+        layers = [(synonym, fallback, ConfigSource.DEFAULT_CONFIG)]
+        if key in overrides:
+            layers.insert(0, (key, overrides[key], ConfigSource.GROUP_CONFIG))
+        out.append(Entry(name=key, value=layers[0][1], read_only=False, is_default=False,
+                         config_source=layers[0][2], is_sensitive=False, config_type=kind,
+                         synonyms=[Synonym(name=n, value=v, source=src) for n, v, src in layers]
+                         if include_synonyms else []))
+    return out
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, access=(Access(ResourceType.TOPIC, AclOperation.DESCRIBE_CONFIGS),

@@ -9,6 +9,7 @@ that guessing passwords costs time.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from shoal.broker.apis import handles
@@ -18,6 +19,8 @@ from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.sasl_authenticate_response import SaslAuthenticateResponse
 from shoal.protocol.generated.sasl_handshake_response import SaslHandshakeResponse
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from shoal.broker.node import RequestContext
@@ -46,6 +49,8 @@ async def sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -
     try:
         answer, lifetime = conn.auth.authenticate(bytes(req.auth_bytes), now_ms())
     except AuthenticationFailed as e:
+        # as Kafka's authenticator logs it: who and why, never a credential
+        log.info("Failed authentication with %s (%s)", conn.peer, e)
         await failed_authentication_delay(ctx)
         conn.close_after_response()
         return SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(e))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shoal.coordinator.result import int_settings_from_properties
@@ -56,6 +57,19 @@ class GroupConfig:
     group_coordinator_rebalance_protocols: tuple[str, ...] = field(default=("classic", "consumer"))
     # Kafka's ConsumerGroupMigrationPolicy: bidirectional, upgrade, downgrade or disabled.
     group_consumer_migration_policy: str = "bidirectional"
+    # Each group's dynamic configs (IncrementalAlterConfigs on GROUP resources, validated there):
+    # group id -> {"consumer.session.timeout.ms": ..., ...}; the broker keeps it up to date.
+    group_overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def consumer_session_timeout_ms(self, group_id: str) -> int:
+        """The session timeout of a consumer group's members: the group's own, else the broker's."""
+        value = self.group_overrides.get(group_id, {}).get("consumer.session.timeout.ms")
+        return self.group_consumer_session_timeout_ms if value is None else int(value)
+
+    def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
+        """The heartbeat interval a consumer group's members are told: the group's own, else the broker's."""
+        value = self.group_overrides.get(group_id, {}).get("consumer.heartbeat.interval.ms")
+        return self.group_consumer_heartbeat_interval_ms if value is None else int(value)
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -150,7 +150,8 @@ class ConsumerGroupManager:
         step.after.append(lambda: self._schedule_session(group.group_id, member_id, now_ms))
         response = ConsumerGroupHeartbeatResponse(error_code=0, member_id=final.member_id,
                                                   member_epoch=final.member_epoch,
-                                                  heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+                                                  heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms(
+                                                      group.group_id))
         full = joining or (req.rebalance_timeout_ms != -1 and req.topic_partitions is not None and (
             req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         if full or final.assigned != member.assigned:
@@ -414,7 +415,7 @@ class ConsumerGroupManager:
 
     def schedule_session(self, group_id: str, member_id: str, now_ms: int, timeout_ms: int | None = None) -> None:
         """The member's session deadline (a classic member's own session timeout when given)."""
-        timeout = self.config.group_consumer_session_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = self.config.consumer_session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
         self.timers.schedule(session_timer_key(group_id, member_id), now_ms + timeout,
                              lambda t: self.fence(group_id, member_id, "the member session expired.", now_ms=t))
 

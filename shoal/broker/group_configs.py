@@ -1,0 +1,111 @@
+"""Dynamic group configs (KIP-848): the GROUP config resource of Describe/IncrementalAlterConfigs.
+
+A group may override some of the group coordinator's broker settings for itself, as Kafka's
+GroupConfig allows: `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` (acted upon
+by the consumer group type), and the share and streams group settings, which shoal keeps and reports
+for the group types it does not serve yet. Each config's default is its broker synonym's value (a
+`group.*` broker property). Overrides live in the cluster metadata log; a group need not exist to
+have them (a share group's `share.auto.offset.reset` is set before its first member joins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from shoal.broker.config_types import BOOLEAN, INT, LIST, STRING
+
+# name -> (broker synonym, type, default when the broker does not know the synonym)
+GROUP_CONFIGS: dict[str, tuple[str, int, str]] = {
+    "consumer.assignment.interval.ms": ("group.consumer.assignment.interval.ms", INT, "1000"),
+    "consumer.heartbeat.interval.ms": ("group.consumer.heartbeat.interval.ms", INT, "5000"),
+    "consumer.session.timeout.ms": ("group.consumer.session.timeout.ms", INT, "45000"),
+    "errors.deadletterqueue.copy.record.enable": ("errors.deadletterqueue.copy.record.enable", BOOLEAN, "false"),
+    "errors.deadletterqueue.topic.name": ("errors.deadletterqueue.topic.name", STRING, ""),
+    "share.assignment.interval.ms": ("group.share.assignment.interval.ms", INT, "1000"),
+    "share.auto.offset.reset": ("share.auto.offset.reset", STRING, "latest"),
+    "share.delivery.count.limit": ("group.share.delivery.count.limit", INT, "5"),
+    "share.heartbeat.interval.ms": ("group.share.heartbeat.interval.ms", INT, "5000"),
+    "share.isolation.level": ("share.isolation.level", STRING, "read_uncommitted"),
+    "share.partition.max.record.locks": ("group.share.partition.max.record.locks", INT, "2000"),
+    "share.record.lock.duration.ms": ("group.share.record.lock.duration.ms", INT, "30000"),
+    "share.renew.acknowledge.enable": ("share.renew.acknowledge.enable", BOOLEAN, "true"),
+    "share.session.timeout.ms": ("group.share.session.timeout.ms", INT, "45000"),
+    "streams.assignment.interval.ms": ("group.streams.assignment.interval.ms", INT, "1000"),
+    "streams.assignor.name": ("group.streams.assignors", STRING, "sticky"),
+    "streams.heartbeat.interval.ms": ("group.streams.heartbeat.interval.ms", INT, "5000"),
+    "streams.initial.rebalance.delay.ms": ("group.streams.initial.rebalance.delay.ms", INT, "3000"),
+    "streams.num.standby.replicas": ("group.streams.num.standby.replicas", INT, "0"),
+    "streams.rack.aware.assignment.tags": ("group.streams.rack.aware.assignment.tags", LIST, ""),
+    "streams.session.timeout.ms": ("group.streams.session.timeout.ms", INT, "45000"),
+}
+# Bounds Kafka checks on a group's values: group config -> (broker properties of its lower and upper
+# bounds, and their defaults).
+_BOUNDS: dict[str, tuple[str, int, str, int]] = {
+    "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", 45000,
+                                    "group.consumer.max.session.timeout.ms", 60000),
+    "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms", 5000,
+                                       "group.consumer.max.heartbeat.interval.ms", 15000),
+    "share.session.timeout.ms": ("group.share.min.session.timeout.ms", 45000,
+                                 "group.share.max.session.timeout.ms", 60000),
+    "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", 5000,
+                                    "group.share.max.heartbeat.interval.ms", 15000),
+    "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms", 15000,
+                                      "group.share.max.record.lock.duration.ms", 60000),
+}
+
+
+class InvalidGroupConfig(ValueError):
+    """A group config Kafka refuses (INVALID_CONFIG), with Kafka's message."""
+
+
+def default_value(name: str, broker: Mapping[str, str]) -> str:
+    """A group config's value when the group does not override it: its broker synonym's."""
+    synonym, _, default = GROUP_CONFIGS[name]
+    value = broker.get(synonym)
+    return default if value is None or value == "" and default else value
+
+
+def effective(overrides: Mapping[str, str], broker: Mapping[str, str]) -> dict[str, str]:
+    """Every group config's value for a group with these overrides."""
+    return {name: overrides.get(name, default_value(name, broker)) for name in GROUP_CONFIGS}
+
+
+def _bound(broker: Mapping[str, str], key: str, default: int) -> int:
+    try:
+        return int(broker.get(key) or default)
+    except ValueError:
+        return default
+
+
+def validate(overrides: Mapping[str, str], broker: Mapping[str, str]) -> None:
+    """Raise InvalidGroupConfig as Kafka's GroupConfig.validate does (names, types, then bounds)."""
+    for name in overrides:
+        if name not in GROUP_CONFIGS:
+            raise InvalidGroupConfig(f"Unknown group config name: {name}")
+    values = effective(overrides, broker)
+    ints: dict[str, int] = {}
+    for name, value in values.items():
+        kind = GROUP_CONFIGS[name][1]
+        if kind == INT:
+            try:
+                ints[name] = int(value.strip())
+            except ValueError:
+                raise InvalidGroupConfig(f"Invalid value {value} for configuration {name}: "
+                                         "Not a number of type INT") from None
+        elif kind == BOOLEAN and value.strip().lower() not in ("true", "false"):
+            raise InvalidGroupConfig(f"Invalid value {value} for configuration {name}: Expected value to be "
+                                     "either true or false")
+    for name, (low_key, low, high_key, high) in _BOUNDS.items():
+        low, high = _bound(broker, low_key, low), _bound(broker, high_key, high)
+        if not low <= ints[name] <= high:
+            raise InvalidGroupConfig(f"{name} must be in the range {low} to {high} inclusive.")
+    for kind in ("consumer", "share"):
+        if ints[f"{kind}.session.timeout.ms"] <= ints[f"{kind}.heartbeat.interval.ms"]:
+            raise InvalidGroupConfig(f"{kind}.session.timeout.ms must be greater than {kind}.heartbeat.interval.ms")
+
+
+def broker_values(get: Callable[[str], str]) -> dict[str, str]:
+    """The broker properties group configs depend on (synonyms and bounds) that are set."""
+    keys = {synonym for synonym, _, _ in GROUP_CONFIGS.values()}
+    keys |= {key for low_key, _, high_key, _ in _BOUNDS.values() for key in (low_key, high_key)}
+    return {k: v for k in keys if (v := get(k)) != ""}
