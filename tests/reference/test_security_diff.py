@@ -301,3 +301,47 @@ def test_acl_answers_equal_kafkas(tmp_path):
         if isinstance(theirs, dict):
             differing[k] = {kk: (mine.get(kk), vv) for kk, vv in theirs.items() if mine.get(kk) != vv}
     assert not differing, "\n".join(f"{k}: shoal, kafka = {v}" for k, v in differing.items())
+
+
+# -- client quotas ------------------------------------------------------------------------------
+
+async def _quota_script(plain_port: int) -> dict:
+    from tests.unit.test_broker_quotas import alter, describe, described
+
+    c = await RawClient.connect(plain_port)
+    seen: dict = {}
+    cases = {
+        "ok": (([("user", "alice")], [("producer_byte_rate", 1000.0)]),
+               ([("user", None), ("client-id", None)], [("consumer_byte_rate", 2000.0), ("request_percentage", 12.5)]),
+               ([("client-id", "app")], [("producer_byte_rate", 5000.0)])),
+        "unknown key": (([("user", "bob")], [("no_such_quota", 1.0)]),),
+        "negative": (([("user", "bob")], [("producer_byte_rate", -1.0)]),),
+        "fractional byte rate": (([("user", "bob")], [("consumer_byte_rate", 1.5)]),),
+        "unknown entity type": (([("topic", "t")], [("producer_byte_rate", 1.0)]),),
+        "user and ip": (([("user", "bob"), ("ip", "127.0.0.1")], [("producer_byte_rate", 1.0)]),),
+        "removal of nothing": (([("user", "carol")], [("producer_byte_rate", None)]),),
+    }
+    for name, entries in cases.items():
+        resp = await c.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter(*entries))
+        seen[f"alter {name}"] = sorted((e.error_code, e.error_message) for e in resp.entries)
+    await asyncio.sleep(1.0)  # Kafka applies the records through its metadata log
+    for name, components in {"all users": (("user", 2, None),), "alice": (("user", 0, "alice"),),
+                             "default user strict": (("user", 1, None),),
+                             "client app": (("client-id", 0, "app"),), "any": ()}.items():
+        resp = await c.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe(*components, strict="strict" in name))
+        seen[f"describe {name}"] = (resp.error_code, described(resp) if resp.error_code == 0 else resp.error_message)
+    await c.close()
+    return seen
+
+
+def test_client_quota_answers_equal_kafkas(tmp_path):
+    kafka = KafkaCluster("4", 1, tmp_path / "kafka", overrides=COMMON_PROPERTIES)
+    kafka.start()
+    try:
+        on_kafka = asyncio.run(asyncio.wait_for(_quota_script(kafka.ports[1]), 120))
+    finally:
+        kafka.stop()
+    with EmbeddedBroker(properties=COMMON_PROPERTIES, data_dir=tmp_path / "shoal") as shoal:
+        on_shoal = asyncio.run(asyncio.wait_for(_quota_script(shoal.ports[0]), 120))
+    differing = {k: (on_shoal[k], on_kafka[k]) for k in on_kafka if on_shoal[k] != on_kafka[k]}
+    assert not differing, "\n".join(f"{k}: shoal, kafka = {v}" for k, v in differing.items())
