@@ -1,4 +1,4 @@
-"""The `shoal` command: serve | topics | configs | groups | offsets dump | transactions ..."""
+"""The `shoal` command: serve | topics | configs | acls | groups | offsets dump | transactions ..."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 import sys
 
 from shoal.tools.cli import (
+    add_acls_parser,
     add_configs_parser,
     add_console_parsers,
     add_groups_parser,
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve)
     add_topics_parser(sub)
     add_configs_parser(sub)
+    add_acls_parser(sub)
     add_console_parsers(sub)
     add_groups_parser(sub)
     add_offsets_parser(sub)

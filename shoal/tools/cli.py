@@ -1,5 +1,8 @@
 """Argument parsing and entry points of the tools: `shoal groups`, `shoal offsets`, `shoal transactions`,
-`shoal topics`, `shoal configs`, `shoal produce` and `shoal consume`.
+`shoal topics`, `shoal configs`, `shoal acls` (acls.py), `shoal produce` and `shoal consume`.
+
+Every tool that connects takes `--command-config FILE` (Kafka's client properties: TLS and SASL,
+see secure_wire.py), as Kafka's tools do.
 
 Kept light (argparse only at import) so that `shoal serve` does not pay for it.
 Failures are one line on stderr and exit status 1, never a traceback.
@@ -22,12 +25,19 @@ def _add_bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,HOST:PORT...]",
                    help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
     p.add_argument("--timeout", type=float, default=10.0, help="socket timeout in seconds (default 10)")
+    p.add_argument("--command-config", default=None, metavar="FILE", help=COMMAND_CONFIG_HELP)
+
+
+COMMAND_CONFIG_HELP = ("a properties file of client settings, as Kafka's tools take: security.protocol, "
+                       "sasl.mechanism, sasl.jaas.config, ssl.truststore.location...")
 
 
 def _client(args: argparse.Namespace) -> ToolClient:
+    from shoal.tools.secure_wire import command_config
     from shoal.tools.wire import ToolClient
 
-    return ToolClient(args.bootstrap_server, timeout=args.timeout)
+    return ToolClient(args.bootstrap_server, timeout=args.timeout,
+                      config=command_config(getattr(args, "command_config", None)))
 
 
 def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog: str) -> int:
@@ -303,6 +313,7 @@ def add_transactions_parser(sub: argparse._SubParsersAction) -> None:
         p = tsub.add_parser(name, help=help_text)
         p.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT[,HOST:PORT...]")
         p.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        p.add_argument("--command-config", default=argparse.SUPPRESS, metavar="FILE", help=COMMAND_CONFIG_HELP)
         p.set_defaults(func=lambda a: _run(fn, a, f"shoal transactions {name}"))
         return p
 
@@ -460,10 +471,12 @@ def _configs_entity(args: argparse.Namespace) -> tuple[str, str | None]:
         entity_type, name = "topics", args.topic
     elif args.broker is not None:
         entity_type, name = "brokers", args.broker
+    elif args.user is not None:
+        entity_type, name = "users", args.user
     elif args.broker_defaults or args.entity_default:
         entity_type, name = entity_type or "brokers", ""
     if entity_type is None:
-        raise ToolError("--entity-type (topics or brokers) is required")
+        raise ToolError("--entity-type (topics, brokers or users) is required")
     if entity_type == "topics" and name == "":
         raise ToolError("--entity-default is for brokers")
     return entity_type, name
@@ -473,6 +486,16 @@ def _configs_describe(args: argparse.Namespace) -> int:
     from shoal.tools.configs import ENTITY_TYPES, describe, entities, format_describe
 
     entity, name = _configs_entity(args)
+    if entity == "users":
+        from shoal.tools.configs import describe_scram
+
+        if name == "":  # the users' default: quotas only, which this tool does not describe
+            return 0
+        with _client(args) as client:
+            lines = describe_scram(client, name)
+        if lines:
+            print("\n".join(lines))
+        return 0
     with _client(args) as client:
         names = [name] if name is not None else entities(client, ENTITY_TYPES[entity])
         blocks = [format_describe(entity, n, describe(client, ENTITY_TYPES[entity], n, args.all), args.all)
@@ -494,8 +517,15 @@ def _configs_alter(args: argparse.Namespace) -> int:
     delete = [k.strip() for spec in (args.delete_config or []) for k in spec.split(",") if k.strip()]
     if not add and not delete:
         raise ToolError("nothing to alter: give --add-config and/or --delete-config")
-    with _client(args) as client:
-        alter(client, ENTITY_TYPES[entity], name, add, delete)
+    if entity == "users":
+        from shoal.tools.configs import alter_scram, check_user_configs
+
+        check_user_configs(add, delete)  # before connecting
+        with _client(args) as client:
+            alter_scram(client, name, add, delete)
+    else:
+        with _client(args) as client:
+            alter(client, ENTITY_TYPES[entity], name, add, delete)
     if name:
         print(f"Completed updating config for {entity[:-1]} {name}.")
     else:
@@ -503,17 +533,26 @@ def _configs_alter(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_acls_parser(sub: argparse._SubParsersAction) -> None:
+    """`shoal acls` (kafka-acls)."""
+    from shoal.tools.acls import add_acls_parser as add
+
+    add(sub, _add_bootstrap)
+
+
 def add_configs_parser(sub: argparse._SubParsersAction) -> None:
-    """`shoal configs describe|alter` (kafka-configs, topics and brokers)."""
-    configs = sub.add_parser("configs", help="describe and alter topic and broker configs (as kafka-configs)")
+    """`shoal configs describe|alter` (kafka-configs: topics, brokers, users' SCRAM credentials)."""
+    configs = sub.add_parser("configs", help="describe and alter topic and broker configs, and users' SCRAM "
+                                             "credentials (as kafka-configs)")
     csub = configs.add_subparsers(dest="configs_command", required=True)
 
     def command(name: str, help_text: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         p = csub.add_parser(name, help=help_text)
         _add_bootstrap(p)
-        p.add_argument("--entity-type", choices=("topics", "brokers"), default=None)
-        p.add_argument("--entity-name", default=None, help="a topic name or a broker id")
+        p.add_argument("--entity-type", choices=("topics", "brokers", "users"), default=None)
+        p.add_argument("--entity-name", default=None, help="a topic name, a broker id or a user name")
         p.add_argument("--entity-default", action="store_true", help="the brokers' cluster-wide default")
+        p.add_argument("--user", default=None, help="same as --entity-type users --entity-name USER")
         p.add_argument("--topic", default=None, help="same as --entity-type topics --entity-name TOPIC")
         p.add_argument("--broker", default=None, help="same as --entity-type brokers --entity-name ID")
         p.add_argument("--broker-defaults", action="store_true",
@@ -526,7 +565,9 @@ def add_configs_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--all", action="store_true", help="every config, not only the dynamic ones")
     a = command("alter", "set or remove configs", _configs_alter)
     a.add_argument("--add-config", action="append", metavar="K1=V1,K2=[A,B]",
-                   help="configs to set (comma-separated; brackets hold list values)")
+                   help="configs to set (comma-separated; brackets hold list values); for users: "
+                        "'SCRAM-SHA-256=[iterations=8192,password=...]' (one mechanism per command: a broker "
+                        "refuses two changes of one user in a request, as with Kafka's tool)")
     a.add_argument("--delete-config", action="append", metavar="K1,K2", help="configs to remove")
 
 
@@ -544,7 +585,8 @@ def _produce(args: argparse.Namespace) -> int:
     from shoal.tools.wire import ToolError
 
     reader = LineReader.from_properties(parse_properties(args.property or []))
-    extra = properties_file(args.producer_config) if args.producer_config else {}
+    extra = properties_file(args.command_config) if args.command_config else {}
+    extra.update(properties_file(args.producer_config) if args.producer_config else {})
     extra.update(parse_properties(args.producer_property or [], "producer property"))
     cfg = producer_config(args.bootstrap_server, acks=args.request_required_acks, compression=args.compression_codec,
                           linger_ms=args.timeout, batch_size=args.batch_size,
@@ -610,7 +652,8 @@ def _consume(args: argparse.Namespace) -> int:
     if args.offset is not None and args.from_beginning:
         raise ToolError("Options from-beginning and offset cannot be specified together.")
     formatter = Formatter.from_properties(parse_properties(args.property or []), args.formatter)
-    extra = properties_file(args.consumer_config) if args.consumer_config else {}
+    extra = properties_file(args.command_config) if args.command_config else {}
+    extra.update(properties_file(args.consumer_config) if args.consumer_config else {})
     extra.update(parse_properties(args.consumer_property or [], "consumer property"))
     cfg = consumer_config(args.bootstrap_server, group=args.group, from_beginning=args.from_beginning,
                           isolation_level=args.isolation_level, extra=extra, assigned=args.partition is not None)
@@ -663,6 +706,8 @@ def add_console_parsers(sub: argparse._SubParsersAction) -> None:
                         "headers.separator, headers.key.separator, null.marker, ignore.error")
     p.add_argument("--producer-property", action="append", metavar="KEY=VALUE", help="a producer setting")
     p.add_argument("--producer.config", dest="producer_config", default=None, help="a producer properties file")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="a producer properties file (Kafka 4.1's name for --producer.config)")
     p.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
                    choices=("none", "gzip", "snappy", "lz4", "zstd"), help="compression (gzip if given alone)")
     p.add_argument("--request-required-acks", default="-1", help="acks (default -1: all)")
@@ -694,5 +739,7 @@ def add_console_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--formatter", default=None, help="json for one JSON object per record (default: Kafka's)")
     c.add_argument("--consumer-property", action="append", metavar="KEY=VALUE", help="a consumer setting")
     c.add_argument("--consumer.config", dest="consumer_config", default=None, help="a consumer properties file")
+    c.add_argument("--command-config", default=None, metavar="FILE",
+                   help="a consumer properties file (Kafka 4.1's name for --consumer.config)")
     c.add_argument("--skip-message-on-error", action="store_true", help="skip records that cannot be printed")
     c.set_defaults(func=lambda a: _run(_consume, a, "shoal consume"))

@@ -1,4 +1,4 @@
-"""`shoal configs describe|alter`: kafka-configs.sh for topics and brokers, over the wire.
+"""`shoal configs describe|alter`: kafka-configs.sh for topics, brokers and users' SCRAM credentials.
 
 ``describe`` prints as Kafka's tool: ``Dynamic configs for topic T are:`` (or
 ``All configs ...`` with ``--all``, ``Default configs for brokers in the
@@ -7,14 +7,26 @@ synonyms={SOURCE:name=value, ...}`` per config. Without ``--all`` only the
 dynamic ones are listed: a topic's own configs, or a broker's dynamic configs.
 ``alter`` sends IncrementalAlterConfigs (SET for ``--add-config``, DELETE for
 ``--delete-config``) and prints ``Completed updating config for topic T.``.
+
+Users (``--entity-type users``): ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'`` and
+``--delete-config SCRAM-SHA-512`` send AlterUserScramCredentials (the password salted and hashed here,
+as Kafka's AdminClient does); describe sends DescribeUserScramCredentials and prints ``SCRAM credential
+configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192``. Client quotas are not handled.
 """
 
 from __future__ import annotations
 
+import re
+import secrets
 from dataclasses import dataclass
+from typing import Any
 
+from shoal.protocol.generated.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
+from shoal.protocol.generated.describe_user_scram_credentials_request import (
+    DescribeUserScramCredentialsRequest,
+)
 from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from shoal.tools.wire import BrokerConnection, ToolClient, ToolError, error_name
 
@@ -138,3 +150,96 @@ def entities(client: ToolClient, entity_type: int) -> list[str]:
     if entity_type == TOPIC:
         return sorted(t.name for t in client.metadata(None).topics)
     return [*(str(n) for n in client.all_nodes()), ""]
+
+
+# ---------------------------------------------------------------- users: SCRAM credentials
+SCRAM_MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+SCRAM_NAMES = {v: k for k, v in SCRAM_MECHANISMS.items()}
+DEFAULT_SCRAM_ITERATIONS = 4096  # ConfigCommand's default, also the mechanisms' minimum
+_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
+
+
+def _java_set(names: list[str]) -> str:
+    return "[" + ", ".join(names) + "]"
+
+
+def check_user_configs(add: dict[str, str], delete: list[str]) -> None:
+    """ConfigCommand's checks for ``--entity-type users`` (quotas are not altered by this tool)."""
+    unknown_add = [k for k in add if k not in SCRAM_MECHANISMS]
+    unknown_delete = [k for k in delete if k not in SCRAM_MECHANISMS]
+    if unknown_add:
+        raise ToolError("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. "
+                        f"Unexpected config names: {_java_set(unknown_add)} (shoal's tool alters SCRAM credentials "
+                        "only)")
+    if unknown_delete:
+        raise ToolError("Only quota and SCRAM credential configs can be deleted for 'users' using "
+                        f"--bootstrap-server. Unexpected config names: {_java_set(unknown_delete)} (shoal's tool "
+                        "alters SCRAM credentials only)")
+
+
+def scram_upsertion(user: str, mechanism: str, value: str) -> Any:
+    """One upsertion of ``SCRAM-SHA-256=[iterations=8192,password=...]``: salted here, as AdminClient does."""
+    from shoal.client.sasl_mechanisms import scram_salted_password
+
+    m = _CREDENTIAL.fullmatch(value)
+    if m is None:
+        raise ToolError(f"Invalid credential property {mechanism}={value}")
+    iterations = int(m[1]) if m[1] not in (None, "", "-1") else DEFAULT_SCRAM_ITERATIONS
+    if iterations < DEFAULT_SCRAM_ITERATIONS:
+        raise ToolError(f"Iterations {iterations} is less than the minimum {DEFAULT_SCRAM_ITERATIONS} required for "
+                        f"{mechanism}")
+    password = m[2]
+    if not password:
+        raise ToolError("Password must not be empty")
+    # Kafka's salt: a random number in base 36, as ASCII bytes
+    salt = _base36(int.from_bytes(secrets.token_bytes(17), "big") >> 6).encode("ascii")
+    cls = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+    return cls(name=user, mechanism=SCRAM_MECHANISMS[mechanism], iterations=iterations, salt=salt,
+               salted_password=scram_salted_password(mechanism, password, salt, iterations))
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+def alter_scram(client: ToolClient, user: str, add: dict[str, str], delete: list[str]) -> None:
+    """AlterUserScramCredentials with every deletion and upsertion of ``user`` in one request, as Kafka's
+    ConfigCommand sends them: a broker refuses two changes of one user in a request (DUPLICATE_RESOURCE,
+    "A user credential cannot be altered twice in the same request"), and so does this tool then."""
+    if not user:
+        raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials "
+                        "using --bootstrap-server.")
+    check_user_configs(add, delete)
+    cls = AlterUserScramCredentialsRequest
+    deletions = [cls.ScramCredentialDeletion(name=user, mechanism=SCRAM_MECHANISMS[m]) for m in delete]
+    upsertions = [scram_upsertion(user, m, v) for m, v in add.items()]
+    conn = client.node(client.all_nodes()[0])
+    resp = conn.send(cls(deletions=deletions, upsertions=upsertions))
+    for r in resp.results:
+        if r.error_code:
+            raise ToolError(r.error_message or f"cannot alter the SCRAM credentials of {r.user}: "
+                                               f"{error_name(r.error_code)}")
+
+
+def describe_scram(client: ToolClient, user: str | None) -> list[str]:
+    """``SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192`` per user
+    (every user without a name; users without credentials are left out, as Kafka's tool does)."""
+    conn = client.node(client.all_nodes()[0])
+    users = None if user is None else [DescribeUserScramCredentialsRequest.UserName(name=user)]
+    resp = conn.send(DescribeUserScramCredentialsRequest(users=users))
+    if resp.error_code:
+        raise ToolError(resp.error_message or f"cannot describe SCRAM credentials: {error_name(resp.error_code)}")
+    lines = []
+    for r in resp.results:
+        if r.error_code:
+            continue
+        infos = ", ".join(f"{SCRAM_NAMES.get(i.mechanism, i.mechanism)}=iterations={i.iterations}"
+                          for i in r.credential_infos)
+        lines.append(f"SCRAM credential configs for user-principal '{r.user}' are {infos}")
+    return lines

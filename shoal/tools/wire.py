@@ -5,14 +5,16 @@ against any Kafka-compatible cluster. This module is deliberately small: one
 blocking socket per broker, one request in flight at a time, ApiVersions
 negotiation (highest version both sides know), bootstrap, Metadata and
 FindCoordinator routing. It uses only the generated codecs and the framing
-helpers of `shoal.protocol`, and the client's bootstrap parser.
+helpers of `shoal.protocol`, and the client's bootstrap parser. With a
+``--command-config`` file naming TLS and/or SASL, connections are secured by
+`secure_wire.py` with the client's security settings.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal.client.config import parse_bootstrap
 from shoal.protocol.errors import ErrorCode
@@ -27,6 +29,11 @@ from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
 from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
 from shoal.protocol.generated.metadata_request import MetadataRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from shoal.client.security import ClientSecurity
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -80,18 +87,32 @@ def pick_version(broker_range: tuple[int, int] | None, tool_range: tuple[int, in
 class BrokerConnection:
     """One blocking connection to one broker, with negotiated API versions."""
 
-    def __init__(self, host: str, port: int, *, timeout: float = 10.0, client_id: str = CLIENT_ID) -> None:
+    def __init__(self, host: str, port: int, *, timeout: float = 10.0, client_id: str = CLIENT_ID,
+                 security: ClientSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self._correlation = 0
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as e:
             raise ToolError(f"cannot connect to broker {host}:{port}: {e.strerror or e}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security is not None and security.uses_tls:
+            from shoal.tools.secure_wire import wrap_tls
+
+            sock = wrap_tls(sock, security, host, port)
+        self._sock = sock
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._negotiate()
+        try:
+            self._negotiate()
+            if security is not None and security.uses_sasl:
+                from shoal.tools.secure_wire import authenticate
+
+                authenticate(self.send, self.api_versions, security, f"{host}:{port}")
+        except ToolError:
+            self.close()
+            raise
 
     # -- framing ---------------------------------------------------------
 
@@ -177,8 +198,13 @@ class BrokerConnection:
 class ToolClient:
     """Connections to a cluster: bootstrap, Metadata, per-node connections, coordinators."""
 
-    def __init__(self, bootstrap: str = DEFAULT_BOOTSTRAP, *, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str = DEFAULT_BOOTSTRAP, *, timeout: float = 10.0,
+                 config: Mapping[str, Any] | None = None) -> None:
+        """``config``: Kafka client properties (a ``--command-config`` file): security.protocol, ssl.*, sasl.*."""
         self.timeout = timeout
+        from shoal.tools.secure_wire import security_of
+
+        self.security = security_of(config)
         self._bootstrap = _bootstrap_servers(bootstrap)
         self._by_node: dict[int, BrokerConnection] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
@@ -189,7 +215,7 @@ class ToolClient:
         errors = []
         for host, port in self._bootstrap:
             try:
-                return BrokerConnection(host, port, timeout=self.timeout)
+                return BrokerConnection(host, port, timeout=self.timeout, security=self.security)
             except ToolError as e:
                 errors.append(str(e))
         raise ToolError("; ".join(errors) if len(errors) > 1 else errors[0])
@@ -225,7 +251,7 @@ class ToolClient:
         if (self._any.host, self._any.port) == addr:
             conn = self._any
         else:
-            conn = BrokerConnection(*addr, timeout=self.timeout)
+            conn = BrokerConnection(*addr, timeout=self.timeout, security=self.security)
         self._by_node[node_id] = conn
         return conn
 

@@ -282,3 +282,19 @@ def test_groups_reset_delete_and_delete_offsets(shoal):
         "Deletion of requested consumer groups ('workers') was successful.\n"
     r = run("groups", "delete", "--group", "workers")
     assert r.returncode == 1 and "* Group 'workers' could not be deleted due to: GROUP_ID_NOT_FOUND" in r.stdout
+
+
+def test_acls_tool_without_an_authorizer(shoal):
+    """`shoal acls` on a broker with no authorizer: Kafka's SecurityDisabledException, as kafka-acls prints it
+    (the ACL tools on a secured broker: test_cli_security.py)."""
+    run = shoal_cmd(shoal.bootstrap)
+    for args, message in [(["--list"], "No Authorizer is configured on the broker"),
+                          (["--add", "--topic", "t", "--allow-principal", "User:a"],
+                           "No Authorizer is configured on the broker"),
+                          (["--remove", "--force", "--topic", "t"], "No Authorizer is configured.")]:
+        r = run("acls", *args)
+        assert (r.returncode, r.stdout, r.stderr) == (
+            1, "Error while executing ACL command: org.apache.kafka.common.errors.SecurityDisabledException: "
+               f"{message}\n", ""), args
+    r = run("acls", "--list", "--add")
+    assert r.returncode == 1 and r.stderr == "Command must include exactly one action: --list, --add, --remove. \n"

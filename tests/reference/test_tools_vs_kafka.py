@@ -324,3 +324,116 @@ def test_consumer_protocol_group_tool(shoal_reference, kafka_broker):
         ours[kind] = shown
     for i, (s, k) in enumerate(zip(ours["shoal"], ours["kafka"], strict=True)):
         assert s == k, f"view {i} differs:\nshoal: {s}\nkafka: {k}"
+
+
+# -- ACLs and SCRAM users: Kafka's own kafka-acls / kafka-configs beside shoal's ------------------------------------
+
+ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
+CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"
+AUTHORIZER_PROPERTIES = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    # the tools come in on PLAINTEXT as User:ANONYMOUS, as do Kafka's controller and inter-broker traffic
+    "super.users": "User:ANONYMOUS",
+}
+
+
+def _acl_blocks(text: str) -> list[tuple[str, list[str]]]:
+    """AclCommand's output as (header, entries) blocks, both sorted: Kafka prints Java hash sets (entries and
+    resources in the JVM's order), shoal's tool the command line's or the broker's order."""
+    blocks: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.lstrip(" ").startswith("\t"):
+            blocks[-1][1].append(line.strip())
+        else:
+            blocks.append((line, []))
+    return sorted((h, sorted(e)) for h, e in blocks)
+
+
+def test_acls_and_scram_users_vs_kafka_tools(kafka_factory, tmp_path):
+    """Kafka's AclCommand and ConfigCommand (users' SCRAM credentials) and shoal's `acls` / `configs
+    --entity-type users`, each run on shoal and on Kafka (both with the StandardAuthorizer): the four
+    outputs of each step agree (entry order aside; only the first line of a usage error, which Kafka
+    follows with its help). --remove without --force is left out: Kafka's tool reads the answer from
+    the console, which a test has not."""
+    from shoal.testing.embedded import EmbeddedBroker
+    from tests.reference.fixtures import COMMON_PROPERTIES
+
+    kafka = kafka_factory(overrides=AUTHORIZER_PROPERTIES)
+    steps = [
+        ("acls", ["--add", "--allow-principal", "User:alice", "--allow-principal", "User:bob", "--operation", "Read",
+                  "--operation", "Write", "--topic", "ta", "--topic", "tb"]),
+        ("acls", ["--add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe",
+                  "--topic", "ta"]),
+        ("acls", ["--add", "--deny-principal", "User:eve", "--allow-principal", "User:alice", "--allow-host",
+                  "10.0.0.1", "--operation", "Read", "--group", "g", "--resource-pattern-type", "prefixed"]),
+        ("acls", ["--add", "--producer", "--idempotent", "--topic", "tp", "--transactional-id", "tx",
+                  "--allow-principal", "User:p"]),
+        ("acls", ["--add", "--consumer", "--topic", "tc", "--group", "gc", "--allow-principal", "User:c"]),
+        ("acls", ["--list"]),
+        ("acls", ["--list", "--topic", "ta"]),
+        ("acls", ["--list", "--principal", "User:bob"]),
+        ("acls", ["--list", "--resource-pattern-type", "match", "--group", "gx"]),
+        ("acls", ["--list", "--resource-pattern-type", "any", "--topic", "tp", "--cluster"]),
+        ("acls", ["--remove", "--force", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "ta"]),
+        ("acls", ["--list", "--topic", "ta"]),
+        ("acls", ["--remove", "--force", "--topic", "ta", "--topic", "tb", "--group", "g", "--resource-pattern-type",
+                  "match"]),
+        ("acls", ["--list"]),
+        ("acls", ["--add", "--topic", "ta"]),
+        ("acls", ["--add", "--resource-pattern-type", "match", "--topic", "ta", "--allow-principal", "User:a"]),
+        ("acls", ["--list", "--producer", "--topic", "ta"]),
+        ("acls", ["--add", "--idempotent", "--topic", "ta", "--allow-principal", "User:a"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "alice", "--alter", "--add-config",
+                     "SCRAM-SHA-256=[iterations=8192,password=alice-secret]"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "alice", "--alter", "--add-config",
+                     "SCRAM-SHA-512=[password=alice-secret]"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "bob", "--alter", "--add-config",
+                     "SCRAM-SHA-512=[iterations=4096,password=bob-secret]"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "alice", "--describe"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "nobody", "--describe"]),
+        ("configs", ["--entity-type", "users", "--describe"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "alice", "--alter", "--delete-config",
+                     "SCRAM-SHA-256"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "alice", "--describe"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "carol", "--alter", "--add-config",
+                     "SCRAM-SHA-256=[password=a],SCRAM-SHA-512=[password=b]"]),
+        ("configs", ["--entity-type", "users", "--entity-name", "carol", "--alter", "--delete-config",
+                     "SCRAM-SHA-256"]),
+    ]
+    props = {**COMMON_PROPERTIES, **AUTHORIZER_PROPERTIES}
+    outputs: dict[str, list[tuple[int, object, str]]] = {}
+    kafkas = [kafka, kafka_factory(overrides=AUTHORIZER_PROPERTIES)]
+    with EmbeddedBroker(properties=props, data_dir=tmp_path / "s1") as shoal1, \
+            EmbeddedBroker(properties=props, data_dir=tmp_path / "s2") as shoal2:
+        # each (tool, broker) pair on a fresh broker: the steps change what the broker holds
+        for tool_kind, broker_kind, bs in (("kafka", "kafka", kafkas[0].bootstrap_servers),
+                                           ("shoal", "kafka", kafkas[1].bootstrap_servers),
+                                           ("kafka", "shoal", shoal1.bootstrap_servers),
+                                           ("shoal", "shoal", shoal2.bootstrap_servers)):
+            seen = outputs.setdefault(f"{tool_kind}'s tool on {broker_kind}", [])
+            for tool, args in steps:
+                if tool_kind == "kafka":
+                    r = kafka.java(ACL_COMMAND if tool == "acls" else CONFIG_COMMAND, "--bootstrap-server", bs,
+                                   *args, timeout=120)
+                else:
+                    r = subprocess.run([sys.executable, "-m", "shoal.cli", tool, *args, "--bootstrap-server", bs],
+                                       capture_output=True, text=True, timeout=60)
+                    assert "Traceback" not in r.stderr, r.stderr
+                rc, out, err = r.returncode, r.stdout, r.stderr
+                if tool == "acls":
+                    shown: object = _acl_blocks(out)
+                elif rc:  # ConfigCommand's failure: a line naming the command, then the exception's trace
+                    found = re.search(r"(A user credential cannot be altered twice in the same request|"
+                                      r"Attempt to delete a user credential that does not exist)", out + err)
+                    shown = found[1] if found else out + err
+                else:  # users and their mechanisms come in Java hash-map order from Kafka's broker
+                    shown = sorted(re.sub(r"(?<= are ).*", lambda m: ", ".join(sorted(m[0].split(", "))), line)
+                                   for line in out.splitlines())
+                seen.append((rc, shown, err.splitlines()[0] if err.strip() and rc and tool == "acls" else ""))
+    runs = list(outputs.items())
+    (first_name, first), rest = runs[0], runs[1:]
+    for name, seen in rest:
+        for (tool, args), a, b in zip(steps, first, seen, strict=True):
+            assert a == b, f"{tool} {' '.join(args)}:\n{first_name}: {a}\n{name}: {b}"
