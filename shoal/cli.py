@@ -1,4 +1,4 @@
-"""The `shoal` command: serve | topics | configs | acls | groups | offsets dump | transactions ..."""
+"""The `shoal` command: serve | topics | configs | client-quotas | acls | groups | offsets dump | transactions ..."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 
 from shoal.tools.cli import (
     add_acls_parser,
+    add_client_quotas_parser,
     add_configs_parser,
     add_console_parsers,
     add_groups_parser,
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve)
     add_topics_parser(sub)
     add_configs_parser(sub)
+    add_client_quotas_parser(sub)
     add_acls_parser(sub)
     add_console_parsers(sub)
     add_groups_parser(sub)
@@ -75,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 _ACTION_FLAGS = {
     "topics": ("create", "list", "describe", "delete", "alter"),
     "configs": ("describe", "alter"),
+    "client-quotas": ("describe", "alter"),
     "groups": ("list", "describe", "reset-offsets", "delete", "delete-offsets"),
 }
 

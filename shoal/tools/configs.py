@@ -11,7 +11,8 @@ dynamic ones are listed: a topic's own configs, or a broker's dynamic configs.
 Users (``--entity-type users``): ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'`` and
 ``--delete-config SCRAM-SHA-512`` send AlterUserScramCredentials (the password salted and hashed here,
 as Kafka's AdminClient does); describe sends DescribeUserScramCredentials and prints ``SCRAM credential
-configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192``. Client quotas are not handled.
+configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192``. Client quotas (users, clients, ips)
+are quotas.py's; configs_cli.py sorts an --alter of users into the one or the other, as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -164,17 +165,15 @@ def _java_set(names: list[str]) -> str:
 
 
 def check_user_configs(add: dict[str, str], delete: list[str]) -> None:
-    """ConfigCommand's checks for ``--entity-type users`` (quotas are not altered by this tool)."""
+    """Only SCRAM mechanisms here (configs_cli.py has sent quota keys to quotas.py)."""
     unknown_add = [k for k in add if k not in SCRAM_MECHANISMS]
     unknown_delete = [k for k in delete if k not in SCRAM_MECHANISMS]
     if unknown_add:
         raise ToolError("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. "
-                        f"Unexpected config names: {_java_set(unknown_add)} (shoal's tool alters SCRAM credentials "
-                        "only)")
+                        f"Unexpected config names: {_java_set(unknown_add)}")
     if unknown_delete:
         raise ToolError("Only quota and SCRAM credential configs can be deleted for 'users' using "
-                        f"--bootstrap-server. Unexpected config names: {_java_set(unknown_delete)} (shoal's tool "
-                        "alters SCRAM credentials only)")
+                        f"--bootstrap-server. Unexpected config names: {_java_set(unknown_delete)}")
 
 
 def scram_upsertion(user: str, mechanism: str, value: str) -> Any:
