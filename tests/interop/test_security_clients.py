@@ -340,3 +340,21 @@ def test_aiokafka_refuses_bad_jwts(secured, pki, signer):
     for token in bad_tokens:
         with pytest.raises((KafkaError, ConnectionError)):
             asyncio.run(asyncio.wait_for(attempt(token), 30))
+
+
+def test_broker_wide_ssl_client_auth_is_for_ssl_listeners_only(pki, tmp_path):
+    """KIP-684, as Kafka: `ssl.client.auth=required` without a listener prefix makes SSL listeners ask
+    for a certificate, not SASL_SSL ones (their clients authenticate with SASL); the prefixed form does."""
+    base = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_pem),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert), "ssl.client.auth": "required"}
+    for extra, sasl_ok in (({}, True), ({"listener.name.sasl_ssl.ssl.client.auth": "required"}, False)):
+        with EmbeddedBroker(properties={**base, **extra}, data_dir=tmp_path / str(sasl_ok)) as b:
+            sasl = {"bootstrap.servers": b.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+                    "ssl.ca.location": str(pki.ca_cert), "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+                    "sasl.password": "alice-pw"}
+            assert (_auth_error(sasl) == "") is sasl_ok
+            no_cert = {"bootstrap.servers": b.bootstrap("SSL"), "security.protocol": "SSL",
+                       "ssl.ca.location": str(pki.ca_cert)}
+            assert _auth_error(no_cert) != ""  # the SSL listener asks for a certificate either way

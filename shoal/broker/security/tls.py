@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from shoal.broker.config import ConfigError
-from shoal.broker.security.listeners import listener_property
+from shoal.broker.security.listeners import SecurityProtocol, listener_property, protocol_map
 
 if TYPE_CHECKING:
     from shoal.broker.config import BrokerConfig
@@ -38,7 +38,7 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _set_versions(ctx, prop("ssl.enabled.protocols"))
     _load_keystore(ctx, prop)
-    auth = prop("ssl.client.auth").lower()
+    auth = _client_auth(config, listener).lower()
     if auth not in _CLIENT_AUTH:
         raise ConfigError(f"ssl.client.auth: {auth!r} is not one of none, requested, required")
     ctx.verify_mode = _CLIENT_AUTH[auth]
@@ -47,6 +47,18 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     if ciphers:
         _set_ciphers(ctx, ciphers)
     return ctx
+
+
+def _client_auth(config: BrokerConfig, listener: str) -> str:
+    """`ssl.client.auth` of a listener. As Kafka (KIP-684), the broker-wide value applies to SSL
+    listeners only: a SASL_SSL listener asks for client certificates only when its own
+    `listener.name.<name>.ssl.client.auth` says so (its clients authenticate with SASL)."""
+    prefixed = f"listener.name.{listener.lower()}.ssl.client.auth"
+    if prefixed in config.props:
+        return config.get(prefixed).strip()
+    protocols = protocol_map(config)
+    return config.get("ssl.client.auth").strip() if protocols.get(listener.upper()) != SecurityProtocol.SASL_SSL \
+        else "none"
 
 
 def _set_versions(ctx: ssl.SSLContext, enabled: str) -> None:
