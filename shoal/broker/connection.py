@@ -214,8 +214,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.auth.principal = self._tls_principal(transport)
-        refusal = self.node.admit(self)
+        try:
+            self.auth.principal = self._tls_principal(transport)
+            refusal = self.node.admit(self)
+        except ValueError as e:  # no ssl.principal.mapping.rules rule matches the certificate, as Kafka refuses it
+            refusal = f"its certificate's principal: {e}"
         if refusal is not None:
             log.warning("refusing connection from %s: %s", self.peer, refusal)
             self.closed = True

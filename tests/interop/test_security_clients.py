@@ -358,3 +358,16 @@ def test_broker_wide_ssl_client_auth_is_for_ssl_listeners_only(pki, tmp_path):
             no_cert = {"bootstrap.servers": b.bootstrap("SSL"), "security.protocol": "SSL",
                        "ssl.ca.location": str(pki.ca_cert)}
             assert _auth_error(no_cert) != ""  # the SSL listener asks for a certificate either way
+
+
+def test_a_certificate_no_mapping_rule_matches_is_refused(pki, tmp_path):
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+             "ssl.principal.mapping.rules": "RULE:^CN=ops,.*$/ops/",  # no DEFAULT: other subjects have no principal
+             **pki.broker_properties("SSL", client_auth="required")}
+    with EmbeddedBroker(properties=props, data_dir=tmp_path / "d") as b:
+        cert, key = pki.clients["alice"]
+        conf = {"bootstrap.servers": b.bootstrap("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(pki.ca_cert),
+                "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+        assert _auth_error(conf)  # refused, as Kafka refuses a principal it cannot build
+        assert not _principal_seen(b, "SSL", "User:alice")
+        assert _round_trip({"bootstrap.servers": b.bootstrap("PLAINTEXT")}) == [b"v0", b"v1", b"v2"]  # still serving
