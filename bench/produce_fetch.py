@@ -69,8 +69,9 @@ def start_shoal(data_dir: str, overrides: dict[str, str] | None = None) -> tuple
     return proc, port, accepted, time.perf_counter() - t0
 
 
-def produce(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> float:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+def produce(bootstrap: str, topic: str, n: int, value: bytes, acks: str, conf: dict | None = None) -> float:
+    """Seconds to produce and deliver `n` records; `conf` adds client settings (TLS, SASL)."""
+    p = Producer({**(conf or {}), "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
                   "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000})
     t0 = time.perf_counter()
     for i in range(n):
@@ -87,13 +88,13 @@ def produce(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> floa
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, n: int) -> float:
+def consume(bootstrap: str, topic: str, n: int, conf: dict | None = None) -> float:
     """Seconds from assign() to having read all `n` records from offset 0.
 
     The consumer is created (and connected, via a metadata request) before the
     clock starts, so the time is fetching, not client start-up.
     """
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+    c = Consumer({**(conf or {}), "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                   "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576})
     c.list_topics(topic, timeout=10)
     t0 = start = time.perf_counter()

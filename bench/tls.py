@@ -14,96 +14,48 @@ measures the client's encryption). Never asserted.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from produce_fetch import PARTITIONS, consume, free_port, process_cpu_seconds, produce  # noqa: E402
 
 from shoal.testing.tls_certs import Pki, make_pki  # noqa: E402
 from tests.reference.apache_kafka import KafkaCluster, fetch  # noqa: E402
 
-PARTITIONS = 4
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _produce(conf: dict, topic: str, n: int, value: bytes) -> float:
-    p = Producer({**conf, "acks": "1", "linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
-                  "queue.buffering.max.kbytes": 2_000_000})
-    t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                p.poll(0.01)
-    if p.flush(180):
-        raise RuntimeError("records not delivered")
-    return time.perf_counter() - t0
-
-
-def _consume(conf: dict, topic: str, n: int) -> float:
-    c = Consumer({**conf, "group.id": "bench-tls", "enable.auto.commit": False, "fetch.max.bytes": 52428800})
-    c.list_topics(topic, timeout=10)
-    t0 = time.perf_counter()
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got = 0
-    while got < n:
-        for m in c.consume(min(10000, n - got), 1.0):
-            if m.error() is not None:
-                raise RuntimeError(m.error())
-            got += 1
-        if time.perf_counter() - t0 > 300:
-            raise RuntimeError(f"consumed only {got}/{n}")
-    elapsed = time.perf_counter() - t0
-    c.close()
-    return elapsed
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
 
 def measure(plain: str, tls: str, pki: Pki, args: argparse.Namespace, pid: int) -> dict[str, float]:
-    confs = {"plaintext": {"bootstrap.servers": plain},
-             "ssl": {"bootstrap.servers": tls, "security.protocol": "SSL", "ssl.ca.location": str(pki.ca_cert)}}
+    bootstrap = {"plaintext": plain, "ssl": tls}
+    confs = {"plaintext": {}, "ssl": {"security.protocol": "SSL", "ssl.ca.location": str(pki.ca_cert)}}
     topics = [f"tls-{name}-{r}" for name in confs for r in range(args.repeat)] + ["tls-warmup"]
-    admin = AdminClient(confs["plaintext"])
+    admin = AdminClient({"bootstrap.servers": plain})
     for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
         f.result(30)
     value = b"v" * 1024
     mb = args.records * 1024 / 1e6
-    _produce(confs["ssl"], "tls-warmup", args.records // 2, value)  # the JIT and TLS sessions warm up
+    produce(tls, "tls-warmup", args.records // 2, value, "1", confs["ssl"])  # the JIT and TLS sessions warm up
     out: dict[str, float] = {}
     for name, conf in confs.items():
-        cpu0 = _cpu_seconds(pid)
-        out[f"{name}_produce"] = statistics.median(mb / _produce(conf, f"tls-{name}-{r}", args.records, value)
-                                                   for r in range(args.repeat))
+        cpu0 = process_cpu_seconds(pid)
+        out[f"{name}_produce"] = statistics.median(
+            mb / produce(bootstrap[name], f"tls-{name}-{r}", args.records, value, "1", conf)
+            for r in range(args.repeat))
         # the broker's own CPU per GB received: steadier than throughput on a machine the client shares
-        out[f"{name}_cpu_per_gb"] = (_cpu_seconds(pid) - cpu0) / (args.repeat * mb / 1000)
-        out[f"{name}_consume"] = statistics.median(mb / _consume(conf, f"tls-{name}-{r}", args.records)
+        out[f"{name}_cpu_per_gb"] = (process_cpu_seconds(pid) - cpu0) / (args.repeat * mb / 1000)
+        out[f"{name}_consume"] = statistics.median(mb / consume(bootstrap[name], f"tls-{name}-{r}", args.records, conf)
                                                    for r in range(args.repeat))
     return out
 
 
 def run_shoal(tmp: Path, pki: Pki, args: argparse.Namespace) -> dict[str, float]:
-    plain, tls = _free_port(), _free_port()
+    plain, tls = free_port(), free_port()
     props = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}", "log.dirs": str(tmp / "shoal"),
              **pki.broker_properties("SSL")}
     proc = subprocess.Popen([sys.executable, "-m", "shoal.cli", "--log-level", "WARNING", "serve",
