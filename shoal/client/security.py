@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal.broker.security.tls import TLS_VERSIONS  # Kafka's protocol names, shared with the broker
+
 from .sasl_mechanisms import (
     GSSAPI,
     OAUTHBEARER,
@@ -49,8 +51,6 @@ _OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMo
 _MODULE_FOR = {PLAIN: _PLAIN_MODULE, SCRAM_SHA_256: _SCRAM_MODULE, SCRAM_SHA_512: _SCRAM_MODULE,
                OAUTHBEARER: _OAUTH_MODULE}
 
-_TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
-                 "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 # The configuration keys that shape a connection's security (the cache key of client_security).
 SECURITY_KEYS = (
     "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.oauthbearer.token.endpoint.url",
@@ -113,19 +113,19 @@ def _parse_protocol(config: Mapping[str, Any]) -> str:
 def _set_tls_versions(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
     enabled_text = _text(config, "ssl.enabled.protocols") or "TLSv1.2,TLSv1.3"
     names = [v.strip() for v in enabled_text.split(",") if v.strip()]
-    unknown = [n for n in names if n not in _TLS_VERSIONS]
+    unknown = [n for n in names if n not in TLS_VERSIONS]
     if unknown or not names:
         raise SecurityConfigError(f"ssl.enabled.protocols: unsupported protocol(s) {', '.join(unknown) or '(none)'} "
-                                  f"(known: {', '.join(_TLS_VERSIONS)})")
-    versions = sorted(_TLS_VERSIONS[n] for n in names)
+                                  f"(known: {', '.join(TLS_VERSIONS)})")
+    versions = sorted(TLS_VERSIONS[n] for n in names)
     low, high = versions[0], versions[-1]
     # ssl.protocol names the SSLContext Java creates: a TLSv1.x one speaks nothing newer.
     proto = _text(config, "ssl.protocol") or "TLSv1.3"
-    if proto in _TLS_VERSIONS:
-        high = min(high, _TLS_VERSIONS[proto])
+    if proto in TLS_VERSIONS:
+        high = min(high, TLS_VERSIONS[proto])
     elif proto.upper() not in ("TLS", "SSL"):
         raise SecurityConfigError(f"ssl.protocol: unsupported protocol {proto} (known: TLS, "
-                                  f"{', '.join(_TLS_VERSIONS)})")
+                                  f"{', '.join(TLS_VERSIONS)})")
     if high < low:
         raise SecurityConfigError(f"ssl.protocol {proto} is older than every protocol of ssl.enabled.protocols "
                                   f"({enabled_text})")

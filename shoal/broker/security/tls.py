@@ -21,7 +21,7 @@ from shoal.broker.security.listeners import SecurityProtocol, listener_property,
 if TYPE_CHECKING:
     from shoal.broker.config import BrokerConfig
 
-_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
              "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 # Java (IANA) cipher suite names, piece by piece, as OpenSSL spells them.
@@ -63,11 +63,11 @@ def _client_auth(config: BrokerConfig, listener: str) -> str:
 
 def _set_versions(ctx: ssl.SSLContext, enabled: str) -> None:
     names = [v.strip() for v in enabled.split(",") if v.strip()]
-    unknown = [n for n in names if n not in _VERSIONS]
+    unknown = [n for n in names if n not in TLS_VERSIONS]
     if unknown or not names:
         raise ConfigError(f"ssl.enabled.protocols: unsupported protocol(s) {unknown or enabled!r} "
-                          f"(known: {', '.join(_VERSIONS)})")
-    versions = sorted(_VERSIONS[n] for n in names)
+                          f"(known: {', '.join(TLS_VERSIONS)})")
+    versions = sorted(TLS_VERSIONS[n] for n in names)
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
 
 
