@@ -240,16 +240,28 @@ def default_out_dir() -> Path:
     return Path(__file__).resolve().parent / "generated"
 
 
-def load_all(schemas_dir: Path | None = None) -> list[MessageSpec]:
-    """Every schema under the known subdirectories, sorted by message name."""
+def overlay_schemas_dir() -> Path:
+    """``shoal/protocol/schemas``: newer definitions (Kafka 4.x) that replace the shared file of the same name."""
+    return Path(__file__).resolve().parent / "schemas"
+
+
+def load_all(schemas_dir: Path | None = None, overlay_dir: Path | None = None) -> list[MessageSpec]:
+    """Every schema under the known subdirectories, sorted by message name; a file of the
+    overlay directory replaces the shared one of the same path (and may add new ones)."""
     schemas_dir = schemas_dir or default_schemas_dir()
+    overlay_dir = overlay_dir or overlay_schemas_dir()
     specs = []
     for sub in SCHEMA_SUBDIRS:
-        d = schemas_dir / sub
-        if not d.is_dir():
-            continue
-        for p in sorted(d.glob("*.json")):
-            specs.append(load_schema(p, schemas_dir))
+        files: dict[str, tuple[Path, Path]] = {}
+        for root in (schemas_dir, overlay_dir):
+            d = root / sub
+            if d.is_dir():
+                # an overlay file is named by its path in the repository
+                label = root if root == schemas_dir else overlay_dir.parents[2]
+                files.update({p.name: (p, label) for p in d.glob("*.json")})
+        for name in sorted(files):
+            path, label = files[name]
+            specs.append(load_schema(path, label))
     specs.sort(key=lambda s: s.name)
     names = [s.module for s in specs]
     if len(names) != len(set(names)):
