@@ -36,5 +36,5 @@ fi
     "confluent-kafka>=2.5"
 
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
-.venv/bin/mypy shoal/coordinator shoal/broker/security shoal/client/security.py shoal/client/sasl_mechanisms.py
+.venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -23,6 +23,7 @@ from shoal.broker.fetch_waiters import FetchWaiters
 from shoal.broker.metadata import (
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
+    SHARE_STATE_TOPIC,
     TRANSACTION_TOPIC,
     ClusterMetadata,
     TopicInfo,
@@ -31,6 +32,8 @@ from shoal.broker.metrics import BrokerMetrics, MetricsServer
 from shoal.broker.node import BrokerNode, NodeListener
 from shoal.broker.producer_ids import ProducerIdManager
 from shoal.broker.security.listeners import listener_security, listener_specs
+from shoal.broker.share.manager import SharePartitions
+from shoal.broker.share_coordinators import ShareCoordinators
 from shoal.broker.topic_configs import (
     DYNAMIC_BROKER_CONFIGS,
     InvalidBrokerConfig,
@@ -86,11 +89,13 @@ class Broker:
             FILE_POOL.limit = max(1, max_open)
         self.nodes = self._make_nodes()
         self.fetch_waiters = FetchWaiters()
+        self.share = SharePartitions(self)
         self.apis = ApiRegistry.default()
         self.metrics = BrokerMetrics()
         self.metrics_server: MetricsServer | None = None
         self.coordinators = GroupCoordinators(self)
         self.txn_coordinators = TxnCoordinators(self)
+        self.share_coordinators = ShareCoordinators(self)
         self._housekeeping: asyncio.Task[None] | None = None
 
     def _make_nodes(self) -> dict[int, BrokerNode]:
@@ -129,6 +134,7 @@ class Broker:
         self.metadata.set_live(self.node_ids)
         await self.coordinators.on_leadership_changed()
         await self.txn_coordinators.on_leadership_changed()
+        await self.share_coordinators.on_leadership_changed()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         port = self.config.get_optional_int("metrics.port")
         if port is not None:
@@ -142,12 +148,14 @@ class Broker:
         self.metadata.set_live(n for n, nd in self.nodes.items() if nd.running)
         await self.coordinators.on_leadership_changed()
         await self.txn_coordinators.on_leadership_changed()
+        await self.share_coordinators.on_leadership_changed()
 
     async def start_node(self, node_id: int) -> None:
         await self.nodes[node_id].start()
         self.metadata.set_live(n for n, nd in self.nodes.items() if nd.running)
         await self.coordinators.on_leadership_changed()
         await self.txn_coordinators.on_leadership_changed()
+        await self.share_coordinators.on_leadership_changed()
 
     async def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
         """A partition's new replica list (AlterPartitionReassignments): complete at once, as every
@@ -156,6 +164,8 @@ class Broker:
         if topic in INTERNAL_TOPICS:  # coordinators follow the leadership of their topics
             await self.coordinators.on_leadership_changed()
             await self.txn_coordinators.on_leadership_changed()
+            await self.share_coordinators.on_leadership_changed()
+        await self.share_coordinators.on_leadership_changed()
 
     async def close(self) -> None:
         if self._housekeeping is not None:
@@ -164,6 +174,8 @@ class Broker:
             await self.metrics_server.close()
         for node in self.nodes.values():
             await node.stop()
+        await self.share.close()
+        await self.share_coordinators.close()
         await self.txn_coordinators.close()
         await self.coordinators.close()
         self.logs.close()
@@ -211,6 +223,7 @@ class Broker:
         self.metadata.delete_topic(name)
         self.logs.delete_topic(name)
         self.fetch_waiters.cancel_topic(name)
+        self.share.forget_topic(name)
         await self.coordinators.on_topics_deleted([name])
         log.info("deleted topic %s", name)
 
@@ -284,4 +297,20 @@ class Broker:
                 TRANSACTION_TOPIC, self.config.get_int("transaction.state.log.num.partitions"), rf,
                 {"cleanup.policy": "compact", "compression.type": "uncompressed",
                  "segment.bytes": self.config.get("transaction.state.log.segment.bytes")})
+        return info
+
+    def ensure_share_state_topic(self) -> TopicInfo:
+        """`__share_group_state` (KIP-932's share coordinator), created on first use as Kafka does."""
+        info = self.metadata.topics.get(SHARE_STATE_TOPIC)
+        if info is None:
+            # Replication and min ISR capped at the node count, as for the other internal topics.
+            # Kafka 4.4 creates it cleanup.policy=delete, retention.ms=-1 and trims it with DeleteRecords
+            # below the oldest offset a state still needs; shoal has no such pruner and writes every
+            # change as a whole ShareSnapshot, so a compacted topic keeps exactly the live states.
+            rf = min(self.config.get_int("share.coordinator.state.topic.replication.factor"), len(self.node_ids))
+            min_isr = min(self.config.get_int("share.coordinator.state.topic.min.isr"), rf)
+            info = self.create_topic(
+                SHARE_STATE_TOPIC, self.config.get_int("share.coordinator.state.topic.num.partitions"), rf,
+                {"cleanup.policy": "compact", "compression.type": "producer", "min.insync.replicas": str(min_isr),
+                 "segment.bytes": self.config.get("share.coordinator.state.topic.segment.bytes")})
         return info

@@ -98,6 +98,11 @@ DEFAULTS: dict[str, str] = {
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.segment.bytes": "104857600",
+    # KIP-932's share coordinator (Kafka's ShareCoordinatorConfig names and defaults)
+    "share.coordinator.state.topic.num.partitions": "50",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "share.coordinator.state.topic.segment.bytes": "104857600",
     "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
@@ -357,7 +362,7 @@ class BrokerConfig:
         self.listeners  # noqa: B018 - parse to validate
         for key in ("num.partitions", "message.max.bytes", "socket.request.max.bytes", "fetch.max.bytes",
                     "offsets.topic.num.partitions", "log.segment.bytes", "transaction.state.log.num.partitions",
-                    "transaction.max.timeout.ms"):
+                    "transaction.max.timeout.ms", "share.coordinator.state.topic.num.partitions"):
             if self.get_int(key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {self.get(key)}")
         for key in ("quota.window.num", "quota.window.size.seconds"):  # Kafka: atLeast(1)

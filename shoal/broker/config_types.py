@@ -49,6 +49,8 @@ _TYPES: dict[str, int] = {
     "group.coordinator.rebalance.protocols": LIST,
     "transaction.state.log.num.partitions": INT, "transaction.state.log.replication.factor": SHORT,
     "transaction.state.log.segment.bytes": INT, "transaction.max.timeout.ms": INT,
+    "share.coordinator.state.topic.num.partitions": INT, "share.coordinator.state.topic.replication.factor": SHORT,
+    "share.coordinator.state.topic.min.isr": SHORT, "share.coordinator.state.topic.segment.bytes": INT,
     "transactional.id.expiration.ms": INT, "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
     "transaction.remove.expired.transaction.cleanup.interval.ms": INT, "producer.id.expiration.ms": INT,
     "num.io.threads": INT, "num.network.threads": INT, "num.replica.fetchers": INT,

@@ -380,6 +380,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed = True
         self._writable.set()
         self.node.connections.discard(self)
+        self.node.broker.share.connection_closed(self)  # its share sessions end
         self.memory.forget(self)
         # Frames queued or being handled give their bytes back in _run; the rest goes now.
         if self._buf is not None:

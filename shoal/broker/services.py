@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from shoal.broker.metadata import ClusterMetadata, TopicInfo
     from shoal.broker.metrics import BrokerMetrics
     from shoal.broker.producer_ids import ProducerIdManager
+    from shoal.broker.share.manager import SharePartitions
+    from shoal.broker.share_coordinators import ShareCoordinators
     from shoal.storage import LogConfig, LogManager, PartitionLog
 
 
@@ -44,7 +46,9 @@ class BrokerServices(Protocol):
     fetch_waiters: FetchWaiters
     coordinators: GroupCoordinators
     txn_coordinators: TxnCoordinators
+    share_coordinators: ShareCoordinators  # KIP-932's share coordinator (share-partition state)
     producer_ids: ProducerIdManager
+    share: SharePartitions  # share groups' in-flight records and share sessions
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog: ...
 

@@ -43,6 +43,8 @@ class _Pending:
     api_key: ApiKey
     api_version: int
     request: Any
+    # an in-process call's answer when its records could not be appended (see `call`)
+    on_error: Callable[[ErrorCode], Any] | None = None
 
 
 @dataclass
@@ -210,6 +212,32 @@ class CoordinatorRuntime(Generic[ShardT]):
             current.wake.set()
         return True
 
+    async def call(self, partition: int, api_key: ApiKey,
+                   operation: Callable[[ShardT, int], tuple[Any, CoordinatorResult]],
+                   on_error: Callable[[ErrorCode], Any]) -> Any:
+        """An in-process call: `operation(shard, now_ms)` under the partition's lock returns (answer,
+        result); the answer is released once the result's records are appended. `on_error(code)` is
+        the answer when the partition is not loaded here or the append fails; `api_key` names the
+        Kafka API the call stands for."""
+        status = self.status(partition)
+        if status != ErrorCode.NONE:
+            return on_error(status)
+        part = self._partitions[partition]
+        token = next(self._tokens)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending[token] = _Pending(fut, api_key, 0, None, on_error)
+        try:
+            async with part.lock:
+                if self._partitions.get(partition) is not part:
+                    return on_error(ErrorCode.NOT_COORDINATOR)
+                answer, result = operation(part.shard, self.clock_ms())
+                result.responses.append((token, answer))
+                await self._apply(partition, part, result)
+                part.wake.set()
+            return await fut
+        finally:
+            self._pending.pop(token, None)
+
     async def _apply(self, partition: int, part: Partition[ShardT], result: CoordinatorResult) -> None:
         """Append the records, then release the responses, then act on side effects."""
         if result.batches:
@@ -229,7 +257,8 @@ class CoordinatorRuntime(Generic[ShardT]):
                 for token, _ in result.responses:
                     p = self._pending.get(token)
                     if p is not None and not p.future.done():
-                        p.future.set_result(self.error_response(p.api_key, p.api_version, p.request,
+                        p.future.set_result(p.on_error(ErrorCode(code)) if p.on_error is not None else
+                                            self.error_response(p.api_key, p.api_version, p.request,
                                                                 ErrorCode(code)))
                 # The shard applied what it emitted; the log says otherwise: the log wins.
                 asyncio.get_running_loop().create_task(self._reload(partition, part))

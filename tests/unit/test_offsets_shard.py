@@ -248,10 +248,11 @@ def test_records_no_plugin_replays_are_logged_once_and_skipped(caplog) -> None:
     import struct
     h = Harness()
     h.commit({("t", 0): 1}, gid="simple")
-    kip848 = struct.pack(">h", 11) + b"\x00\x01g"  # a ShareGroupMetadataKey: no share-group manager yet
+    # key version 9 (ShareGroupPartitionMetadata, dropped before Kafka 4.0): no plug-in replays it
+    kip848 = struct.pack(">h", 9) + b"\x00\x01g"
     with caplog.at_level("WARNING", logger="shoal.coordinator.shard"):
         h.shard.replay(kip848, b"\x00\x00")
         h.shard.replay(kip848, None)
     assert [r.getMessage() for r in caplog.records].count(
-        "Partition 0: skipping records with unknown key version 11 (no coordinator component replays them)") == 1
+        "Partition 0: skipping records with unknown key version 9 (no coordinator component replays them)") == 1
     assert set(h.shard.groups) == {"simple"}

@@ -20,9 +20,13 @@ from shoal.broker.handlers import (
     quota_admin,
     sasl,
     scram_admin,
+    share_fetch,
+    share_groups,
+    share_offsets,
     topic_admin,
     transactions,
 )
 
 __all__ = ["acl_admin", "alter_configs", "api_versions", "cluster_admin", "describe_cluster", "describe_configs", "fetch",
-           "groups", "list_offsets", "log_admin", "metadata_api", "produce", "quota_admin", "sasl", "scram_admin", "topic_admin", "transactions"]
+           "groups", "list_offsets", "log_admin", "metadata_api", "produce", "quota_admin", "sasl", "scram_admin", "share_fetch", "share_offsets", "share_groups",
+           "topic_admin", "transactions"]

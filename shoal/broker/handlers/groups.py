@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from shoal.broker.apis import Access, handles
 from shoal.broker.authorize import allowed, authorized_operations, authorizer, filter_allowed
 from shoal.coordinator.group.responses import error_response
+from shoal.coordinator.share.runtime import parse_coordinator_key
 from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
+SHARE_KEY = 2  # "groupId:topicId:partition", for the share coordinator (KIP-932)
 
 _GROUP = ResourceType.GROUP
 _TOPIC = ResourceType.TOPIC
@@ -94,6 +96,14 @@ async def _locate(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCo
         if not key:
             return ErrorCode.INVALID_REQUEST, "a transactional id must not be empty", -1, "", -1
         code, node = await broker.txn_coordinators.locate(key)
+    elif key_type == SHARE_KEY:
+        if ctx.api_version < 6:  # as Kafka: share coordinators are looked up from version 6 on
+            return ErrorCode.INVALID_REQUEST, "share coordinator lookups need FindCoordinator v6+", -1, "", -1
+        try:  # as Kafka's SharePartitionKey.validate
+            parse_coordinator_key(key)
+        except ValueError as e:
+            return ErrorCode.INVALID_REQUEST, str(e), -1, "", -1
+        code, node = await broker.share_coordinators.locate(key)
     else:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     if node is None:
@@ -108,6 +118,9 @@ async def _locate_allowed(ctx: RequestContext, key: str, key_type: int,
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == TRANSACTION_KEY and not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
+    # Kafka: only brokers locate share coordinators (CLUSTER_ACTION on the cluster).
+    if key_type == SHARE_KEY and not allowed(ctx, AclOperation.CLUSTER_ACTION):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1, "", -1
     return await _locate(ctx, key, key_type)
 
 

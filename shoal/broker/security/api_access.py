@@ -212,6 +212,38 @@ API_ACCESS: dict[ApiKey, ApiAccess] = {
         _check(GROUP, DESCRIBE, Target.GROUPS, OnDeny.RESOURCE, GROUP_DENIED),
         _authorized_ops("group", "authorized_operations of each described group"),
     )),
+    # --- share groups (KIP-932; KafkaApis.handleShareGroupHeartbeat / handleShareGroupDescribe, 4.4) ---
+    ApiKey.SHARE_GROUP_HEARTBEAT: ApiAccess((
+        _group(READ),
+        _check(TOPIC, DESCRIBE, Target.TOPICS, OnDeny.REQUEST, TOPIC_DENIED, when="subscribed topic names are given",
+               note="any subscribed topic denied: the whole heartbeat fails"),
+    )),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ApiAccess((
+        _check(GROUP, DESCRIBE, Target.GROUPS, OnDeny.RESOURCE, GROUP_DENIED),
+        _check(TOPIC, DESCRIBE, Target.LISTED, OnDeny.RESOURCE, TOPIC_DENIED, note="that topic's partitions fail"),
+    )),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: ApiAccess((
+        _group(READ),
+        _topics(READ, note="a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED"),
+    )),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: ApiAccess((
+        _group(DELETE),
+        _topics(READ, note="a denied topic answers TOPIC_AUTHORIZATION_FAILED"),
+    )),
+    ApiKey.SHARE_FETCH: ApiAccess((
+        _group(READ),
+        _topics(READ, note="a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED; the rest are served"),
+    )),
+    ApiKey.SHARE_ACKNOWLEDGE: ApiAccess((
+        _group(READ),
+        _topics(READ, note="a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED; the rest are served"),
+    )),
+    ApiKey.SHARE_GROUP_DESCRIBE: ApiAccess((
+        _check(GROUP, DESCRIBE, Target.GROUPS, OnDeny.RESOURCE, GROUP_DENIED),
+        _authorized_ops("group", "authorized_operations of each described group"),
+        _check(TOPIC, DESCRIBE, Target.LISTED, OnDeny.RESOURCE, TOPIC_DENIED,
+               note="a group whose members are assigned a topic not described: that group's entry fails"),
+    )),
     ApiKey.LIST_GROUPS: ApiAccess((
         Check((Grant(CLUSTER, DESCRIBE, Target.CLUSTER), Grant(GROUP, DESCRIBE, Target.LISTED)), OnDeny.OMIT,
               note="DESCRIBE on the cluster lists every group; otherwise each group needs DESCRIBE"),

@@ -14,7 +14,8 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 _INT32_MAX = 2**31 - 1
 
 # Kafka's GroupType names accepted by group.coordinator.rebalance.protocols; "share" and "streams" are
-# accepted (a Kafka 4.4 server.properties starts shoal) but those group types are not served.
+# accepted (a Kafka 4.4 server.properties starts shoal). Share groups are served by the share.version
+# feature (`share_version`), as Kafka 4.2+; streams groups are not served.
 REBALANCE_PROTOCOLS = ("classic", "consumer", "share", "streams")
 
 
@@ -57,6 +58,14 @@ class GroupConfig:
     group_coordinator_rebalance_protocols: tuple[str, ...] = field(default=("classic", "consumer"))
     # Kafka's ConsumerGroupMigrationPolicy: bidirectional, upgrade, downgrade or disabled.
     group_consumer_migration_policy: str = "bidirectional"
+    # KIP-932, the share group type (Kafka's GroupCoordinatorConfig / ShareGroupConfig names and defaults).
+    group_share_session_timeout_ms: int = 45000
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_max_size: int = 200
+    group_share_assignors: tuple[str, ...] = ("simple",)
+    # The share.version feature level (Kafka 4.2+ removed group.share.enable: share groups are served
+    # when the feature is >= 1, the default of a new cluster). 0 answers the share APIs UNSUPPORTED_VERSION.
+    share_version: int = 1
     # Each group's dynamic configs (IncrementalAlterConfigs on GROUP resources, validated there):
     # group id -> {"consumer.session.timeout.ms": ..., ...}; the broker keeps it up to date.
     group_overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -70,6 +79,20 @@ class GroupConfig:
         """The heartbeat interval a consumer group's members are told: the group's own, else the broker's."""
         value = self.group_overrides.get(group_id, {}).get("consumer.heartbeat.interval.ms")
         return self.group_consumer_heartbeat_interval_ms if value is None else int(value)
+
+    def share_session_timeout_ms(self, group_id: str) -> int:
+        """The session timeout of a share group's members: the group's own, else the broker's."""
+        value = self.group_overrides.get(group_id, {}).get("share.session.timeout.ms")
+        return self.group_share_session_timeout_ms if value is None else int(value)
+
+    def share_heartbeat_interval_ms(self, group_id: str) -> int:
+        """The heartbeat interval a share group's members are told: the group's own, else the broker's."""
+        value = self.group_overrides.get(group_id, {}).get("share.heartbeat.interval.ms")
+        return self.group_share_heartbeat_interval_ms if value is None else int(value)
+
+    @property
+    def share_groups_enabled(self) -> bool:
+        return self.share_version >= 1
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -113,6 +136,9 @@ class GroupConfig:
             (self.group_consumer_heartbeat_interval_ms < self.group_consumer_session_timeout_ms,
              "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
             (self.group_consumer_max_size >= 1, "group.consumer.max.size must be at least 1"),
+            (1 <= self.group_share_max_size <= 1000, "group.share.max.size must be in [1, 1000]"),
+            (self.group_share_heartbeat_interval_ms < self.group_share_session_timeout_ms,
+             "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms"),
             (len(self.group_consumer_assignors) >= 1, "group.consumer.assignors must not be empty"),
             (all(p in REBALANCE_PROTOCOLS for p in self.group_coordinator_rebalance_protocols),
              f"group.coordinator.rebalance.protocols must be a subset of {list(REBALANCE_PROTOCOLS)}"),
@@ -133,6 +159,8 @@ class GroupConfig:
         if "group.consumer.assignors" in props:
             # Kafka accepts class names too: the last dotted part, lower-cased, without "Assignor".
             config.group_consumer_assignors = tuple(_assignor_name(n) for n in _csv(props["group.consumer.assignors"]))
+        if "group.share.assignors" in props:
+            config.group_share_assignors = tuple(_assignor_name(n) for n in _csv(props["group.share.assignors"]))
         if "group.coordinator.rebalance.protocols" in props:
             config.group_coordinator_rebalance_protocols = tuple(
                 p.lower() for p in _csv(props["group.coordinator.rebalance.protocols"]))

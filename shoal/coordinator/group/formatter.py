@@ -4,7 +4,8 @@ OffsetsMessageFormatter:        [group,topic,3]::[OffsetMetadata[2130,NO_METADAT
 GroupMetadataMessageFormatter:  group::GroupMetadata(groupId=group, generation=1, protocolType=Some(consumer), currentState=Stable, members=Map(...))
 Tombstones print as `NULL` (Kafka's formatters write "NULL" for a null value).
 
-Consumer group records (KIP-848, key versions 3-8) print as Kafka 4's coordinator record formatter
+Consumer group records (KIP-848, key versions 3-8) and share group records (KIP-932, key versions
+10-15) print as Kafka 4's coordinator record formatter
 prints every record: one JSON object, `{"key":{"type":3,"data":{"groupId":"g"}},"value":{"version":0,
 "data":{"epoch":4}}}`, field names in Kafka's JSON spelling, uuids as Kafka writes them (URL-safe
 base64), a tombstone's value `null`.
@@ -25,6 +26,7 @@ from shoal.coordinator.group.records import (
     decode_offset_commit_value,
     key_version,
 )
+from shoal.coordinator.group.share import records as share_records
 
 
 def _opt(value: str | None) -> str:
@@ -90,15 +92,20 @@ def _json(obj: Any) -> Any:
 
 
 def format_consumer_group_record(key: bytes, value: bytes | None) -> str | None:
-    """One JSON line for a consumer group record (key versions 3-8), None for any other record."""
+    """One JSON line for a consumer group record (key versions 3-8) or a share group record (10-15),
+    None for any other record."""
     version = key_version(key)
-    if version not in consumer_records.KEY_VERSIONS:
+    if version in consumer_records.KEY_VERSIONS:
+        records: Any = consumer_records
+    elif version in share_records.KEY_VERSIONS:
+        records = share_records
+    else:
         return None
-    key_cls, _, _ = consumer_records.RECORD_TYPES[version]
+    key_cls, _, _ = records.RECORD_TYPES[version]
     k = key_cls.decode(memoryview(key)[2:], version)
     line: dict[str, Any] = {"key": {"type": version, "data": _json(k)}, "value": None}
     if value is not None:
-        line["value"] = {"version": key_version(value), "data": _json(consumer_records.decode_value(version, value))}
+        line["value"] = {"version": key_version(value), "data": _json(records.decode_value(version, value))}
     return json.dumps(line, separators=(",", ":"))
 
 

@@ -23,6 +23,8 @@ from shoal.protocol.generated.list_groups_response import ListGroupsResponse
 from shoal.protocol.generated.offset_commit_response import OffsetCommitResponse
 from shoal.protocol.generated.offset_delete_response import OffsetDeleteResponse
 from shoal.protocol.generated.offset_fetch_response import OffsetFetchResponse
+from shoal.protocol.generated.share_group_describe_response import ShareGroupDescribeResponse
+from shoal.protocol.generated.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from shoal.protocol.generated.sync_group_response import SyncGroupResponse
 from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitResponse
 
@@ -30,7 +32,8 @@ from shoal.protocol.generated.txn_offset_commit_response import TxnOffsetCommitR
 GROUP_API_KEYS: frozenset[ApiKey] = frozenset({
     ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
     ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.TXN_OFFSET_COMMIT,
-    ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
+    ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE})
 # Still imported by shoal/broker/handlers (groups.py, transactions.py): drop once they use ApiKey.
 TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 
@@ -112,6 +115,9 @@ _SIMPLE_ERROR_RESPONSES: dict[ApiKey, Callable[[Any, int], Any]] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda request, error: ConsumerGroupHeartbeatResponse(error_code=error),
     ApiKey.CONSUMER_GROUP_DESCRIBE: lambda request, error: ConsumerGroupDescribeResponse(groups=[
         ConsumerGroupDescribeResponse.DescribedGroup(group_id=g, error_code=error) for g in request.group_ids]),
+    ApiKey.SHARE_GROUP_HEARTBEAT: lambda request, error: ShareGroupHeartbeatResponse(error_code=error),
+    ApiKey.SHARE_GROUP_DESCRIBE: lambda request, error: ShareGroupDescribeResponse(groups=[
+        ShareGroupDescribeResponse.DescribedGroup(group_id=g, error_code=error) for g in request.group_ids]),
 }
 
 

@@ -30,6 +30,7 @@ from shoal.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from shoal.protocol.generated.list_groups_response import ListGroupsResponse
 from shoal.protocol.generated.offset_fetch_response import OffsetFetchResponse
+from shoal.protocol.generated.share_group_describe_response import ShareGroupDescribeResponse
 from shoal.storage.config import LogConfig
 from shoal.storage.producer_state import ProducerStateError
 
@@ -93,7 +94,7 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
             return list(request.groups_names)
         if api_key == ApiKey.OFFSET_FETCH and api_version >= 8:
             return [g.group_id for g in request.groups]
-        if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        if api_key in (ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE):
             return list(request.group_ids)
         return None
 
@@ -103,7 +104,7 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
             sub = copy.copy(request)
             if api_key == ApiKey.DESCRIBE_GROUPS:
                 sub.groups = [request.groups[i] for i in idxs]
-            elif api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+            elif api_key in (ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE):
                 sub.group_ids = [request.group_ids[i] for i in idxs]
             elif api_key == ApiKey.DELETE_GROUPS:
                 sub.groups_names = [request.groups_names[i] for i in idxs]
@@ -119,6 +120,8 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
             return DeleteGroupsResponse(results=ordered)
         if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
             return ConsumerGroupDescribeResponse(groups=ordered)
+        if api_key == ApiKey.SHARE_GROUP_DESCRIBE:
+            return ShareGroupDescribeResponse(groups=ordered)
         return OffsetFetchResponse(groups=ordered)
 
     async def _list_groups(self, api_version: int, request: Any, client_id: str, client_host: str) -> Any:

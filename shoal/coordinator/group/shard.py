@@ -9,9 +9,9 @@ and the runtime calls it for every record of the partition on load.
 The work is done by plug-ins (`types.GroupTypeManager`): the classic group
 protocol, the offsets shared by every group type, and the admin APIs. The
 shard dispatches requests and replays records through tables built from
-them; a record of a key version no plug-in replays (share-group records, for
-now) is logged and kept out of state. The consumer group type (KIP-848) reads
-topics through a narrow `TopicsView` the broker supplies.
+them; a record of a key version no plug-in replays is logged and kept out of
+state. The consumer (KIP-848) and share (KIP-932) group types read topics
+through a narrow `TopicsView` the broker supplies.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from shoal.coordinator.group.migration import GroupMigration
 from shoal.coordinator.group.offsets import OffsetMetadataManager
 from shoal.coordinator.group.records import key_version
 from shoal.coordinator.group.responses import error_response, join_response
+from shoal.coordinator.group.share.group import ShareGroup
+from shoal.coordinator.group.share.heartbeat import ShareGroupManager
 from shoal.coordinator.group.types import Group, GroupTypeManager
 from shoal.coordinator.result import CoordinatorResult, Record, ShardRequest
 from shoal.coordinator.shard import ShardSkeleton
@@ -59,8 +61,10 @@ class GroupCoordinatorShard(ShardSkeleton):
         self.offset_manager = OffsetMetadataManager(self)
         self.admin = GroupAdminManager(self)
         self.consumer = ConsumerGroupManager(self, topics, assignors)
+        self.share = ShareGroupManager(self, topics)
         self.migration = GroupMigration(self)
-        self.managers: list[GroupTypeManager] = [self.classic, self.consumer, self.offset_manager, self.admin]
+        self.managers: list[GroupTypeManager] = [self.classic, self.consumer, self.share, self.offset_manager,
+                                                 self.admin]
         self._replayers: dict[int, GroupTypeManager] = {}
         for manager in self.managers:
             self.handlers.update(dict.fromkeys(manager.api_keys, manager.handle))
@@ -79,6 +83,8 @@ class GroupCoordinatorShard(ShardSkeleton):
             group = self.groups.get(request.group_id) if request.group_id else None
             if isinstance(group, ConsumerGroup):
                 return in_consumer_group(ctx, request, group, now_ms)
+            if isinstance(group, ShareGroup):  # Kafka 4.4: UnknownMemberIdException("Group X not found.")
+                return error_response(ctx.api_key, ctx.api_version, request, ErrorCode.UNKNOWN_MEMBER_ID)
             return classic(ctx, request, now_ms)
         return handle
 
@@ -88,6 +94,8 @@ class GroupCoordinatorShard(ShardSkeleton):
         group = self.groups.get(request.group_id)
         if isinstance(group, ConsumerGroup) and not group.is_empty():
             return self.migration.join(ctx, request, group, now_ms)
+        if isinstance(group, ShareGroup):  # Kafka 4.4: a group of another type
+            return join_response(ctx.api_version, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
         error = self.consumer.before_classic_join(request.group_id)
         if error is not None:
             return join_response(ctx.api_version, error=error, member_id=request.member_id)
@@ -99,6 +107,10 @@ class GroupCoordinatorShard(ShardSkeleton):
         if group is None:
             group = self.groups[group_id] = self.classic.new_group(group_id, None)
         return group
+
+    def share_group_member(self, group_id: str, member_id: str) -> bool:
+        """Whether `member_id` is a member of the share group `group_id` (for the share-fetch data path)."""
+        return self.share.share_group_member(group_id, member_id)
 
     # ================================================================ output
     def emit(self, key: bytes, value: bytes | None, producer_id: int = -1, producer_epoch: int = -1) -> None:

@@ -116,6 +116,9 @@ _API_TABLE: dict[int, tuple] = {
     85: ('WriteShareGroupState', 'write_share_group_state_request', 'WriteShareGroupStateRequest', 'write_share_group_state_response', 'WriteShareGroupStateResponse', 0, 0, 0, ('broker',), True),
     86: ('DeleteShareGroupState', 'delete_share_group_state_request', 'DeleteShareGroupStateRequest', 'delete_share_group_state_response', 'DeleteShareGroupStateResponse', 0, 0, 0, ('broker',), True),
     87: ('ReadShareGroupStateSummary', 'read_share_group_state_summary_request', 'ReadShareGroupStateSummaryRequest', 'read_share_group_state_summary_response', 'ReadShareGroupStateSummaryResponse', 0, 0, 0, ('broker',), True),
+    90: ('DescribeShareGroupOffsets', 'describe_share_group_offsets_request', 'DescribeShareGroupOffsetsRequest', 'describe_share_group_offsets_response', 'DescribeShareGroupOffsetsResponse', 0, 1, 0, ('broker',), False),
+    91: ('AlterShareGroupOffsets', 'alter_share_group_offsets_request', 'AlterShareGroupOffsetsRequest', 'alter_share_group_offsets_response', 'AlterShareGroupOffsetsResponse', 0, 0, 0, ('broker',), False),
+    92: ('DeleteShareGroupOffsets', 'delete_share_group_offsets_request', 'DeleteShareGroupOffsetsRequest', 'delete_share_group_offsets_response', 'DeleteShareGroupOffsetsResponse', 0, 0, 0, ('broker',), False),
 }
 
 # api key -> first flexible version (None: never flexible); cheap, imports nothing
@@ -214,6 +217,9 @@ API_KEYS: dict[str, int] = {
     'WriteShareGroupState': 85,
     'DeleteShareGroupState': 86,
     'ReadShareGroupStateSummary': 87,
+    'DescribeShareGroupOffsets': 90,
+    'AlterShareGroupOffsets': 91,
+    'DeleteShareGroupOffsets': 92,
 }
 
 # message name -> module name, for every schema
@@ -236,6 +242,8 @@ MODULES: dict[str, str] = {
     'AlterPartitionResponse': 'alter_partition_response',
     'AlterReplicaLogDirsRequest': 'alter_replica_log_dirs_request',
     'AlterReplicaLogDirsResponse': 'alter_replica_log_dirs_response',
+    'AlterShareGroupOffsetsRequest': 'alter_share_group_offsets_request',
+    'AlterShareGroupOffsetsResponse': 'alter_share_group_offsets_response',
     'AlterUserScramCredentialsRequest': 'alter_user_scram_credentials_request',
     'AlterUserScramCredentialsResponse': 'alter_user_scram_credentials_response',
     'ApiVersionsRequest': 'api_versions_request',
@@ -285,6 +293,8 @@ MODULES: dict[str, str] = {
     'DeleteGroupsResponse': 'delete_groups_response',
     'DeleteRecordsRequest': 'delete_records_request',
     'DeleteRecordsResponse': 'delete_records_response',
+    'DeleteShareGroupOffsetsRequest': 'delete_share_group_offsets_request',
+    'DeleteShareGroupOffsetsResponse': 'delete_share_group_offsets_response',
     'DeleteShareGroupStateRequest': 'delete_share_group_state_request',
     'DeleteShareGroupStateResponse': 'delete_share_group_state_response',
     'DeleteTopicsRequest': 'delete_topics_request',
@@ -307,6 +317,8 @@ MODULES: dict[str, str] = {
     'DescribeProducersResponse': 'describe_producers_response',
     'DescribeQuorumRequest': 'describe_quorum_request',
     'DescribeQuorumResponse': 'describe_quorum_response',
+    'DescribeShareGroupOffsetsRequest': 'describe_share_group_offsets_request',
+    'DescribeShareGroupOffsetsResponse': 'describe_share_group_offsets_response',
     'DescribeTopicPartitionsRequest': 'describe_topic_partitions_request',
     'DescribeTopicPartitionsResponse': 'describe_topic_partitions_response',
     'DescribeTransactionsRequest': 'describe_transactions_request',

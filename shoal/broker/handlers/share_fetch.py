@@ -1,0 +1,250 @@
+"""ShareFetch and ShareAcknowledge (KIP-932): share consumers acquire records and acknowledge them.
+
+Both need the share group's READ and each topic's READ. A request names its member's share
+session (see `broker.share.sessions`): epoch 0 opens it, -1 closes it (after its
+acknowledgements; a final ShareFetch fetches nothing), any other epoch must be the next one.
+Acknowledgements are applied before fetching; each partition answers them in
+`acknowledge_error_code`. A fetch acquires at most `max_records` records over the session's
+partitions, returning the log's batches that hold them and the acquired ranges with their
+delivery counts; with nothing to acquire it waits up to `max_wait_ms` for records to be appended
+or released.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from shoal.broker.apis import Access, handles
+from shoal.broker.authorize import allowed, filter_allowed
+from shoal.broker.share.manager import ShareStateError
+from shoal.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from shoal.clock import now_ms
+from shoal.protocol.acl_operations import AclOperation, ResourceType
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.share_acknowledge_response import ShareAcknowledgeResponse
+from shoal.protocol.generated.share_fetch_response import ShareFetchResponse
+
+if TYPE_CHECKING:
+    from shoal.broker.node import RequestContext
+    from shoal.protocol.generated.share_acknowledge_request import ShareAcknowledgeRequest
+    from shoal.protocol.generated.share_fetch_request import ShareFetchRequest
+
+_F = ShareFetchResponse
+_A = ShareAcknowledgeResponse
+_GROUP, _TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+_ACCESS = (Access(_GROUP, AclOperation.READ), Access(_TOPIC, AclOperation.READ))
+
+Partition = tuple[uuid.UUID, int]
+AckBatches = list[tuple[int, int, list[int]]]
+
+
+def _acks(topics: Any) -> dict[Partition, AckBatches]:
+    """The acknowledgement batches of a request, by (topic id, partition)."""
+    out: dict[Partition, AckBatches] = {}
+    for t in topics or []:
+        for p in t.partitions or []:
+            if p.acknowledgement_batches:
+                out.setdefault((t.topic_id, p.partition_index), []).extend(
+                    (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches)
+    return out
+
+
+def _partition_error(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[str | None, ErrorCode]:
+    """The topic's name, and why this node cannot serve the partition (or NONE)."""
+    broker = ctx.broker
+    info = broker.metadata.by_id.get(topic_id)
+    if info is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_ID
+    if not 0 <= index < info.num_partitions:
+        return info.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if broker.metadata.leader(info.name, index) != ctx.node.node_id:
+        return info.name, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return info.name, ErrorCode.NONE
+
+
+async def _apply_acks(ctx: RequestContext, group_id: str, member_id: str, acks: dict[Partition, AckBatches],
+                      readable: frozenset[str]) -> dict[Partition, ErrorCode]:
+    share = ctx.broker.share
+    now = now_ms()
+    out = {}
+    for (topic_id, index), batches in acks.items():
+        name, code = _partition_error(ctx, topic_id, index)
+        if code == ErrorCode.NONE and name not in readable:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if code == ErrorCode.NONE:
+            assert name is not None
+            code = await share.acknowledge(group_id, member_id, name, index, batches, now)
+        out[(topic_id, index)] = code
+    return out
+
+
+def _readable(ctx: RequestContext, topic_ids: list[uuid.UUID]) -> frozenset[str]:
+    names = [info.name for t in topic_ids if (info := ctx.broker.metadata.by_id.get(t)) is not None]
+    return frozenset(filter_allowed(ctx, AclOperation.READ, _TOPIC, names))
+
+
+def _session(ctx: RequestContext, req: Any, adds: list[Partition], forgotten: list[Partition]
+             ) -> tuple[ShareSession | None, ErrorCode]:
+    """The request's share session: opened (epoch 0), checked, or found for closing (-1)."""
+    share = ctx.broker.share
+    if req.share_session_epoch == INITIAL_EPOCH:
+        session, old, code = share.sessions.open(req.group_id, req.member_id, ctx.connection, adds)
+        if old is not None:
+            share.release_session(old, now_ms())
+        return session, code
+    session, code = share.sessions.check(req.group_id, req.member_id, req.share_session_epoch)
+    if session is not None and req.share_session_epoch != FINAL_EPOCH:
+        session.update(adds, forgotten)
+    return session, code
+
+
+def _leader(ctx: RequestContext, name: str | None, index: int) -> Any:
+    if name is None:
+        return -1, -1
+    return ctx.broker.metadata.leader(name, index), ctx.broker.metadata.leader_epoch(name, index)
+
+
+@handles(ApiKey.SHARE_FETCH, min_version=1, max_version=2, access=_ACCESS)
+async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchResponse:
+    if not req.group_id or not req.member_id:
+        return _F(error_code=ErrorCode.INVALID_REQUEST, error_message="The group id and member id must be given.")
+    if not allowed(ctx, AclOperation.READ, _GROUP, req.group_id):
+        return _F(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    acks = _acks(req.topics)
+    if req.share_session_epoch == INITIAL_EPOCH and acks:
+        return _F(error_code=ErrorCode.INVALID_REQUEST,
+                  error_message="Acknowledge data present on initial epoch")
+    adds = [(t.topic_id, p.partition_index) for t in req.topics or [] for p in t.partitions or []]
+    forgotten = [(t.topic_id, i) for t in req.forgotten_topics_data or [] for i in t.partitions or []]
+    session, code = _session(ctx, req, adds, forgotten)
+    if session is None:
+        return _F(error_code=code)
+    share = ctx.broker.share
+    group_id, member_id = req.group_id, req.member_id
+    readable = _readable(ctx, [t for t, _ in session.partitions] + [t for t, _ in acks])
+    ack_results = await _apply_acks(ctx, group_id, member_id, acks, readable)
+    lock_ms = share.lock_duration_ms(group_id)
+    if req.share_session_epoch == FINAL_EPOCH:
+        share.sessions.close(session)
+        share.release_session(session, now_ms())
+        return _response(ctx, {}, ack_results, lock_ms)
+    if req.share_session_epoch != INITIAL_EPOCH:  # a new session already expects epoch 1
+        share.sessions.advance(session)
+    deadline = now_ms() + max(req.max_wait_ms, 0)
+    max_records = req.max_records if req.max_records > 0 else 500
+    while True:
+        fetched = await _fetch(ctx, session, readable, max_records, req.max_bytes)
+        remaining = deadline - now_ms()
+        acquired = any(data.get("ranges") for data in fetched.values())
+        if acquired or remaining <= 0 or ack_results or not ctx.node.running \
+                or share.sessions.get(group_id, member_id) is not session:
+            break
+        waits = [(n, i) for (t, i) in session.partitions
+                 if (n := _name(ctx, t)) is not None and n in readable]
+        await ctx.broker.fetch_waiters.wait(waits, remaining / 1000)
+    return _response(ctx, fetched, ack_results, lock_ms)
+
+
+def _name(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
+    info = ctx.broker.metadata.by_id.get(topic_id)
+    return None if info is None else info.name
+
+
+async def _fetch(ctx: RequestContext, session: ShareSession, readable: frozenset[str], max_records: int,
+                 max_bytes: int) -> dict[Partition, dict[str, Any]]:
+    """Acquire over the session's partitions, in turn, up to ``max_records`` and ``max_bytes``."""
+    share = ctx.broker.share
+    now = now_ms()
+    out: dict[Partition, dict[str, Any]] = {}
+    records_left, bytes_left = max_records, max(max_bytes, 1)
+    for topic_id, index in list(session.partitions):
+        name, code = _partition_error(ctx, topic_id, index)
+        if code == ErrorCode.NONE and name not in readable:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if code != ErrorCode.NONE:
+            out[(topic_id, index)] = {"error": code, "name": name}
+            continue
+        if records_left <= 0 or bytes_left <= 0:
+            continue
+        assert name is not None
+        try:
+            got = await share.acquire(session.group_id, session.member_id, name, index, records_left, bytes_left,
+                                      now)
+        except ShareStateError as e:  # the share coordinator cannot give the partition's state now
+            out[(topic_id, index)] = {"error": e.code, "name": name}
+            continue
+        if got.ranges:
+            records_left -= sum(last - first + 1 for first, last, _ in got.ranges)
+            bytes_left -= len(got.records)
+            out[(topic_id, index)] = {"records": got.records, "ranges": got.ranges, "name": name}
+            ctx.broker.metrics.fetched(name, len(got.records))
+    return out
+
+
+def _response(ctx: RequestContext, fetched: dict[Partition, dict[str, Any]],
+              ack_results: dict[Partition, ErrorCode], lock_ms: int) -> ShareFetchResponse:
+    topics: dict[uuid.UUID, list[Any]] = {}
+    endpoints: set[int] = set()
+    for key in dict.fromkeys([*fetched, *ack_results]):
+        topic_id, index = key
+        data = fetched.get(key, {})
+        error = data.get("error", ErrorCode.NONE)
+        leader_id, leader_epoch = _leader(ctx, data.get("name") or _name(ctx, topic_id), index)
+        if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader_id >= 0:
+            endpoints.add(leader_id)
+        topics.setdefault(topic_id, []).append(_F.PartitionData(
+            partition_index=index, error_code=error,
+            acknowledge_error_code=ack_results.get(key, ErrorCode.NONE),
+            current_leader=_F.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
+            records=data.get("records") or None,
+            acquired_records=[_F.AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c)
+                              for f, la, c in data.get("ranges", [])]))
+    return _F(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
+              responses=[_F.ShareFetchableTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()],
+              node_endpoints=_endpoints(ctx, endpoints, _F.NodeEndpoint))
+
+
+def _endpoints(ctx: RequestContext, node_ids: set[int], cls: Any) -> list[Any]:
+    out = []
+    for node_id in sorted(node_ids):
+        node = ctx.broker.nodes.get(node_id)
+        if node is not None:
+            host, port = ctx.address_of(node)
+            out.append(cls(node_id=node_id, host=host, port=port, rack=None))
+    return out
+
+
+@handles(ApiKey.SHARE_ACKNOWLEDGE, min_version=1, max_version=2, access=_ACCESS)
+async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    if not req.group_id or not req.member_id:
+        return _A(error_code=ErrorCode.INVALID_REQUEST, error_message="The group id and member id must be given.")
+    if not allowed(ctx, AclOperation.READ, _GROUP, req.group_id):
+        return _A(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if req.share_session_epoch == INITIAL_EPOCH:
+        return _A(error_code=ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+    share = ctx.broker.share
+    session, code = share.sessions.check(req.group_id, req.member_id, req.share_session_epoch)
+    if session is None:
+        return _A(error_code=code)
+    acks = _acks(req.topics)
+    results = await _apply_acks(ctx, req.group_id, req.member_id, acks, _readable(ctx, [t for t, _ in acks]))
+    if req.share_session_epoch == FINAL_EPOCH:
+        share.sessions.close(session)
+        share.release_session(session, now_ms())
+    else:
+        share.sessions.advance(session)
+    topics: dict[uuid.UUID, list[Any]] = {}
+    endpoints: set[int] = set()
+    for (topic_id, index), error in results.items():
+        leader_id, leader_epoch = _leader(ctx, _name(ctx, topic_id), index)
+        if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader_id >= 0:
+            endpoints.add(leader_id)
+        topics.setdefault(topic_id, []).append(_A.PartitionData(
+            partition_index=index, error_code=error,
+            current_leader=_A.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)))
+    lock_ms = share.lock_duration_ms(req.group_id) if ctx.api_version >= 2 else 0  # v2+ field
+    return _A(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
+              responses=[_A.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()],
+              node_endpoints=_endpoints(ctx, endpoints, _A.NodeEndpoint))

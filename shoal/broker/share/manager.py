@@ -1,0 +1,314 @@
+"""The broker's share partitions: in-flight record state per (share group, topic partition).
+
+The IO edge around the pure `partition.SharePartition`: it reads the partition's log to find the
+records a fetch may acquire, keeps the group's settings (group configs over the broker's
+`group.share.*` properties), starts a new share partition at `share.auto.offset.reset`, expires
+acquisition locks on a timer, and wakes waiting share fetches when records become available
+again. The share sessions (`sessions.ShareSessionCache`) live here too: a session that ends
+releases what its member still holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shoal.broker.group_configs import broker_values, default_value
+from shoal.broker.share.partition import SharePartition, StateBatch
+from shoal.broker.share.sessions import ShareSession, ShareSessionCache
+from shoal.clock import now_ms
+from shoal.coordinator.share.state import ShareState
+from shoal.coordinator.share.state import StateBatch as StoredBatch
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.record_batch import CONTROL_MASK, iter_batches
+
+if TYPE_CHECKING:
+    from shoal.broker.services import BrokerServices
+
+log = logging.getLogger(__name__)
+
+ShareKey = tuple[str, str, int]  # (group id, topic, partition)
+
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+def duration_ms(iso: str) -> int | None:
+    """An ISO-8601 duration of days, hours, minutes and seconds (as Kafka's by_duration takes) in ms."""
+    m = _DURATION.match(iso.strip().upper())
+    if m is None or iso.strip().upper() in ("P", "PT"):
+        return None
+    days, hours, minutes, seconds = m.groups()
+    total = (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60) * 1000
+    return total + int(float(seconds or 0) * 1000)
+
+
+class ShareStateError(Exception):
+    """The share coordinator could not give or keep a share partition's state."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+@dataclass
+class Acquired:
+    """What one fetch acquired on one partition: the log's batches that hold the acquired records,
+    and the acquired ranges (first offset, last offset, delivery count)."""
+
+    records: bytes
+    ranges: list[tuple[int, int, int]]
+
+
+class SharePartitions:
+    """Every share partition this broker leads, its share sessions and the lock-expiry timer."""
+
+    def __init__(self, broker: BrokerServices) -> None:
+        self.broker = broker
+        self.sessions = ShareSessionCache(broker.config.get_int("group.share.max.share.sessions")
+                                          if broker.config.get("group.share.max.share.sessions") else 2000)
+        self._partitions: dict[ShareKey, SharePartition] = {}
+        self._timer: asyncio.Task[None] | None = None
+        self._locks: dict[ShareKey, asyncio.Lock] = {}
+        self._state_epochs: dict[ShareKey, int] = {}  # bumped by each reset of the start offset
+        self._writes: set[asyncio.Task[ErrorCode]] = set()
+        self._wake = asyncio.Event()
+
+    # ---------------------------------------------------------------- settings
+    def group_config(self, group_id: str, name: str) -> str:
+        """A group's share setting: its group config override, else the broker's synonym."""
+        override = self.broker.metadata.group_configs.get(group_id, {}).get(name)
+        return override if override is not None else default_value(name, broker_values(self.broker.config.get))
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return int(self.group_config(group_id, "share.record.lock.duration.ms"))
+
+    def read_committed(self, group_id: str) -> bool:
+        return self.group_config(group_id, "share.isolation.level") == "read_committed"
+
+    # ---------------------------------------------------------------- partitions
+    def partition(self, group_id: str, topic: str, index: int) -> SharePartition:
+        """The share partition in memory (KeyError if it was never loaded here)."""
+        return self._partitions[(group_id, topic, index)]
+
+    async def load(self, group_id: str, topic: str, index: int) -> SharePartition:
+        """The share partition: in memory, else its state from the share coordinator, else a new one
+        started at `share.auto.offset.reset` (and that start persisted)."""
+        key = (group_id, topic, index)
+        sp = self._partitions.get(key)
+        if sp is not None:
+            return sp
+        async with self._lock(key):
+            sp = self._partitions.get(key)
+            if sp is not None:
+                return sp
+            topic_id = self.broker.metadata.topics[topic].topic_id
+            code, state = await self.broker.share_coordinators.read_state(group_id, topic_id, index)
+            if code != ErrorCode.NONE:
+                raise ShareStateError(code)
+            limit = int(self.group_config(group_id, "share.delivery.count.limit"))
+            max_in_flight = int(self.group_config(group_id, "share.partition.max.record.locks"))
+            lock_ms = self.lock_duration_ms(group_id)
+            if state is not None:
+                self._state_epochs[key] = state.state_epoch
+            if state is not None and state.start_offset >= 0:
+                plog = self.broker.partition_log(topic, index)
+                start = max(state.start_offset, plog.log_start_offset)
+                sp = SharePartition(start, delivery_count_limit=limit, max_in_flight=max_in_flight,
+                                    record_lock_duration_ms=lock_ms,
+                                    state_batches=[StateBatch(*b) for b in state.state_batches if b.last_offset >= start])
+            else:
+                sp = SharePartition(self._start_offset(group_id, topic, index), delivery_count_limit=limit,
+                                    max_in_flight=max_in_flight, record_lock_duration_ms=lock_ms)
+                code = await self.broker.share_coordinators.write_state(
+                    group_id, topic_id, index, self._state_of(key, sp))
+                if code != ErrorCode.NONE:
+                    raise ShareStateError(code)
+                sp.mark_persisted()
+            self._partitions[key] = sp
+            return sp
+
+    def _lock(self, key: ShareKey) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    def _state_of(self, key: ShareKey, sp: SharePartition) -> ShareState:
+        _group, topic, index = key
+        return ShareState(state_epoch=self._state_epochs.get(key, 0),
+                          leader_epoch=self.broker.metadata.leader_epoch(topic, index),
+                          start_offset=sp.start_offset,
+                          state_batches=[StoredBatch(b.first_offset, b.last_offset, int(b.delivery_state),
+                                                     b.delivery_count) for b in sp.state_batches()])
+
+    async def persist(self, key: ShareKey) -> ErrorCode:
+        """Write the partition's current state to the share coordinator (when it changed since the
+        last write). Writes of one partition are serialised and each takes the state as it is when it
+        starts, so the last write always holds the newest state."""
+        async with self._lock(key):
+            sp = self._partitions.get(key)
+            if sp is None or not sp.dirty:
+                return ErrorCode.NONE
+            group_id, topic, index = key
+            info = self.broker.metadata.topics.get(topic)
+            if info is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            version = sp.version
+            code = await self.broker.share_coordinators.write_state(
+                group_id, info.topic_id, index, self._state_of(key, sp))
+            if code == ErrorCode.NONE:
+                sp.mark_persisted(version)
+            else:
+                log.warning("share partition %s-%d of group %s: writing its state failed: %s", topic, index,
+                            group_id, code.name)
+            return ErrorCode(code)
+
+    def _persist_later(self, key: ShareKey) -> None:
+        """Persist a change no request waits for (a lock expiry, a session's release)."""
+        task = asyncio.get_running_loop().create_task(self.persist(key))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    def _start_offset(self, group_id: str, topic: str, index: int) -> int:
+        plog = self.broker.partition_log(topic, index)
+        reset = self.group_config(group_id, "share.auto.offset.reset").strip().lower()
+        if reset == "earliest":
+            return plog.log_start_offset
+        if reset.startswith("by_duration:"):
+            ms = duration_ms(reset.split(":", 1)[1])
+            if ms is not None:
+                found = plog.offset_for_timestamp(now_ms() - ms)
+                return found[0] if found is not None else plog.high_watermark
+        return plog.high_watermark
+
+    async def reset(self, group_id: str, topic: str, index: int, start_offset: int | None) -> ErrorCode:
+        """AlterShareGroupOffsets (an offset) or DeleteShareGroupOffsets (None): the share partition
+        starts over, its in-flight state dropped, under the next state epoch."""
+        key = (group_id, topic, index)
+        info = self.broker.metadata.topics.get(topic)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        async with self._lock(key):
+            self._partitions.pop(key, None)
+            if start_offset is None:
+                self._state_epochs.pop(key, None)
+                return await self.broker.share_coordinators.delete_state(group_id, info.topic_id, [index])
+            code, state = await self.broker.share_coordinators.read_state(group_id, info.topic_id, index)
+            if code != ErrorCode.NONE:
+                return code
+            epoch = self._state_epochs[key] = (state.state_epoch if state is not None else 0) + 1
+            return await self.broker.share_coordinators.write_state(
+                group_id, info.topic_id, index, ShareState(
+                    state_epoch=epoch, leader_epoch=self.broker.metadata.leader_epoch(topic, index),
+                    start_offset=start_offset))
+
+    def forget_topic(self, topic: str) -> None:
+        """The topic was deleted: its share partitions go."""
+        for key in [k for k in self._partitions if k[1] == topic]:
+            del self._partitions[key]
+            self._state_epochs.pop(key, None)
+
+    # ---------------------------------------------------------------- fetch and acknowledge
+    async def acquire(self, group_id: str, member_id: str, topic: str, index: int, max_records: int,
+                      max_bytes: int, now: int) -> Acquired:
+        """Acquire up to ``max_records`` records of the partition for the member: the log's batches
+        that hold them (at least one batch, else at most ``max_bytes``) and the acquired ranges."""
+        sp = await self.load(group_id, topic, index)
+        plog = self.broker.partition_log(topic, index)
+        start = max(sp.fetch_offset(), plog.log_start_offset)
+        bound = plog.last_stable_offset if self.read_committed(group_id) else plog.high_watermark
+        if start >= bound or max_records <= 0:
+            return Acquired(b"", [])
+        buf, _end = plog.read_with_end(start, max(1, max_bytes), min_one=True, max_offset=bound)
+        if not buf:
+            return Acquired(b"", [])
+        data = bytes(buf)
+        batches = [h for h in iter_batches(data) if h.base_offset + h.last_offset_delta >= start]
+        candidates = [(max(h.base_offset, start), h.base_offset + h.last_offset_delta)
+                      for h in batches if not h.attributes & CONTROL_MASK]
+        ranges = sp.acquire(member_id, candidates, max_records, now, self.lock_duration_ms(group_id))
+        if not ranges:
+            return Acquired(b"", [])
+        self._wake.set()
+        self._ensure_timer()
+        parts = [data[h.position:h.position + 12 + h.batch_length] for h in batches
+                 if not h.attributes & CONTROL_MASK and _overlaps(h.base_offset, h.base_offset + h.last_offset_delta,
+                                                                    ranges)]
+        return Acquired(b"".join(parts), [(r.first_offset, r.last_offset, r.delivery_count) for r in ranges])
+
+    async def acknowledge(self, group_id: str, member_id: str, topic: str, index: int,
+                          batches: list[tuple[int, int, list[int]]], now: int) -> ErrorCode:
+        """Apply a member's acknowledgements to one partition (all or none of them); answered once
+        the new state is durable in the share coordinator, as Kafka does."""
+        key = (group_id, topic, index)
+        sp = self._partitions.get(key)
+        if sp is None:
+            return ErrorCode.INVALID_RECORD_STATE  # nothing of it was acquired since it was loaded
+        code = sp.acknowledge(member_id, batches, now)
+        if code != ErrorCode.NONE:
+            return ErrorCode(code)
+        self.broker.fetch_waiters.notify(topic, index)  # released records may be fetched again
+        return await self.persist(key)
+
+    def release_session(self, session: ShareSession, now: int) -> None:
+        """A share session ended: records its member holds on its partitions become available."""
+        for topic_id, index in session.partitions:
+            info = self.broker.metadata.by_id.get(topic_id)
+            if info is None:
+                continue
+            sp = self._partitions.get((session.group_id, info.name, index))
+            if sp is not None and sp.release_member(session.member_id, now):
+                self.broker.fetch_waiters.notify(info.name, index)
+                self._persist_later((session.group_id, info.name, index))
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: its share sessions end."""
+        now = now_ms()
+        for session in self.sessions.close_connection(connection):
+            self.release_session(session, now)
+
+    # ---------------------------------------------------------------- acquisition locks
+    def _ensure_timer(self) -> None:
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.get_running_loop().create_task(self._expire_locks())
+
+    async def _expire_locks(self) -> None:
+        """Until closed: at each lock deadline, expired records become available (or archived)."""
+        while True:
+            deadlines = [d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None]
+            self._wake.clear()
+            timeout = None if not deadlines else max(0.0, (min(deadlines) - now_ms()) / 1000)
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            now = now_ms()
+            for key, sp in list(self._partitions.items()):
+                deadline = sp.next_deadline()
+                if deadline is not None and deadline <= now and sp.expire_locks(now):
+                    self.broker.fetch_waiters.notify(key[1], key[2])
+                    self._persist_later(key)
+
+    async def close(self) -> None:
+        """Stop the lock timer; let pending state writes finish."""
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        if self._timer is not None:
+            self._timer.cancel()
+            try:
+                await self._timer
+            except asyncio.CancelledError:
+                pass
+            self._timer = None
+
+    # ---------------------------------------------------------------- for describe and metrics
+    def states(self) -> dict[ShareKey, SharePartition]:
+        return dict(self._partitions)
+
+
+def _overlaps(first: int, last: int, ranges: list[Any]) -> bool:
+    return any(r.first_offset <= last and first <= r.last_offset for r in ranges)
+

@@ -1,0 +1,175 @@
+"""The share group's `__consumer_offsets` records, in Kafka 4.4's formats (GroupCoordinatorRecordHelpers).
+
+Key = int16 key version + key struct; value = int16 value version (0) + value struct, None for a
+tombstone. Key versions (Kafka 4.4's CoordinatorRecordType): 10 ShareGroupMemberMetadata,
+11 ShareGroupMetadata (group epoch, metadata hash), 12 ShareGroupTargetAssignmentMetadata,
+13 ShareGroupTargetAssignmentMember, 14 ShareGroupCurrentMemberAssignment,
+15 ShareGroupStatePartitionMetadata. Key version 9 (ShareGroupPartitionMetadata) was dropped
+before Kafka 4.0 and is not replayed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from shoal.coordinator.group.consumer.member import Partitions
+from shoal.coordinator.result import Record
+from shoal.protocol.generated.share_group_current_member_assignment_key import (
+    ShareGroupCurrentMemberAssignmentKey,
+)
+from shoal.protocol.generated.share_group_current_member_assignment_value import (
+    ShareGroupCurrentMemberAssignmentValue,
+)
+from shoal.protocol.generated.share_group_member_metadata_key import ShareGroupMemberMetadataKey
+from shoal.protocol.generated.share_group_member_metadata_value import ShareGroupMemberMetadataValue
+from shoal.protocol.generated.share_group_metadata_key import ShareGroupMetadataKey
+from shoal.protocol.generated.share_group_metadata_value import ShareGroupMetadataValue
+from shoal.protocol.generated.share_group_state_partition_metadata_key import (
+    ShareGroupStatePartitionMetadataKey,
+)
+from shoal.protocol.generated.share_group_state_partition_metadata_value import (
+    ShareGroupStatePartitionMetadataValue,
+)
+from shoal.protocol.generated.share_group_target_assignment_member_key import (
+    ShareGroupTargetAssignmentMemberKey,
+)
+from shoal.protocol.generated.share_group_target_assignment_member_value import (
+    ShareGroupTargetAssignmentMemberValue,
+)
+from shoal.protocol.generated.share_group_target_assignment_metadata_key import (
+    ShareGroupTargetAssignmentMetadataKey,
+)
+from shoal.protocol.generated.share_group_target_assignment_metadata_value import (
+    ShareGroupTargetAssignmentMetadataValue,
+)
+
+if TYPE_CHECKING:
+    from shoal.coordinator.group.share.group import InitializedTopic, ShareMember
+
+MEMBER_METADATA = 10
+GROUP_METADATA = 11
+TARGET_ASSIGNMENT_METADATA = 12
+TARGET_ASSIGNMENT_MEMBER = 13
+CURRENT_MEMBER_ASSIGNMENT = 14
+STATE_PARTITION_METADATA = 15
+KEY_VERSIONS = frozenset(range(MEMBER_METADATA, STATE_PARTITION_METADATA + 1))
+VALUE_VERSION = 0
+
+# key version -> (key class, value class, whether the key names a member)
+RECORD_TYPES: dict[int, tuple[Any, Any, bool]] = {
+    MEMBER_METADATA: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, True),
+    GROUP_METADATA: (ShareGroupMetadataKey, ShareGroupMetadataValue, False),
+    TARGET_ASSIGNMENT_METADATA: (ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue,
+                                 False),
+    TARGET_ASSIGNMENT_MEMBER: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, True),
+    CURRENT_MEMBER_ASSIGNMENT: (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, True),
+    STATE_PARTITION_METADATA: (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, False),
+}
+
+_H = struct.Struct(">h")
+
+
+def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
+    cls, _, with_member = RECORD_TYPES[version]
+    key = cls(group_id=group_id, member_id=member_id) if with_member else cls(group_id=group_id)
+    return _H.pack(version) + key.encode(version)
+
+
+def _value(message: Any) -> bytes:
+    return _H.pack(VALUE_VERSION) + message.encode(VALUE_VERSION)
+
+
+def sorted_pairs(partitions: Partitions) -> list[tuple[UUID, list[int]]]:
+    return [(t, sorted(ps)) for t, ps in sorted(partitions.items(), key=lambda kv: str(kv[0])) if ps]
+
+
+# ---------------------------------------------------------------- records and tombstones
+def member_metadata_record(group_id: str, m: ShareMember) -> Record:
+    value = ShareGroupMemberMetadataValue(rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+                                          subscribed_topic_names=list(m.subscribed_topic_names))
+    return _key(MEMBER_METADATA, group_id, m.member_id), _value(value)
+
+
+def member_metadata_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(MEMBER_METADATA, group_id, member_id), None
+
+
+def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
+    return _key(GROUP_METADATA, group_id), _value(ShareGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash))
+
+
+def group_epoch_tombstone(group_id: str) -> Record:
+    return _key(GROUP_METADATA, group_id), None
+
+
+def target_epoch_record(group_id: str, epoch: int, timestamp_ms: int) -> Record:
+    return _key(TARGET_ASSIGNMENT_METADATA, group_id), _value(
+        ShareGroupTargetAssignmentMetadataValue(assignment_epoch=epoch, assignment_timestamp=timestamp_ms))
+
+
+def target_epoch_tombstone(group_id: str) -> Record:
+    return _key(TARGET_ASSIGNMENT_METADATA, group_id), None
+
+
+def target_assignment_record(group_id: str, member_id: str, partitions: Partitions) -> Record:
+    cls = ShareGroupTargetAssignmentMemberValue
+    value = cls(topic_partitions=[cls.TopicPartition(topic_id=t, partitions=ps) for t, ps in sorted_pairs(partitions)])
+    return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), _value(value)
+
+
+def target_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), None
+
+
+def current_assignment_record(group_id: str, m: ShareMember) -> Record:
+    cls = ShareGroupCurrentMemberAssignmentValue
+    value = cls(member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
+                assigned_partitions=[cls.TopicPartitions(topic_id=t, partitions=ps)
+                                     for t, ps in sorted_pairs(m.assigned)])
+    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id), _value(value)
+
+
+def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), None
+
+
+def state_partition_metadata_record(group_id: str, initializing: Mapping[UUID, InitializedTopic],
+                                    initialized: Mapping[UUID, InitializedTopic],
+                                    deleting: Mapping[UUID, str]) -> Record:
+    cls = ShareGroupStatePartitionMetadataValue
+
+    def infos(topics: Mapping[UUID, InitializedTopic]) -> list[Any]:
+        return [cls.TopicPartitionsInfo(topic_id=t, topic_name=i.name, partitions=sorted(i.partitions))
+                for t, i in sorted(topics.items(), key=lambda kv: str(kv[0]))]
+
+    value = cls(initializing_topics=infos(initializing), initialized_topics=infos(initialized),
+                deleting_topics=[cls.TopicInfo(topic_id=t, topic_name=n)
+                                 for t, n in sorted(deleting.items(), key=lambda kv: str(kv[0]))])
+    return _key(STATE_PARTITION_METADATA, group_id), _value(value)
+
+
+def state_partition_metadata_tombstone(group_id: str) -> Record:
+    return _key(STATE_PARTITION_METADATA, group_id), None
+
+
+def remove_member_records(group_id: str, member_id: str) -> list[Record]:
+    """A member's tombstones, in Kafka's order (current assignment, target assignment, metadata)."""
+    return [current_assignment_tombstone(group_id, member_id), target_assignment_tombstone(group_id, member_id),
+            member_metadata_tombstone(group_id, member_id)]
+
+
+# ---------------------------------------------------------------- decoding
+def decode_key(key: bytes | memoryview) -> tuple[int, str, str | None]:
+    """(key version, group id, member id or None) of a share group record key."""
+    version = _H.unpack_from(key, 0)[0]
+    cls, _, with_member = RECORD_TYPES[version]
+    k = cls.decode(memoryview(key)[2:], version)
+    return version, k.group_id, (k.member_id if with_member else None)
+
+
+def decode_value(key_version: int, value: bytes | memoryview) -> Any:
+    _, cls, _ = RECORD_TYPES[key_version]
+    return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])

@@ -1,0 +1,225 @@
+"""ShareFetch and ShareAcknowledge over a socket: share sessions, acquisition, locks, acknowledgements.
+
+Each member is a raw client speaking ShareFetch v1/v2 and ShareAcknowledge v1/v2 as a share
+consumer does; records are produced with Produce. Group configs set the group's start
+(`share.auto.offset.reset`), lock duration and delivery limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from shoal.protocol.generated.share_acknowledge_request import ShareAcknowledgeRequest
+from shoal.protocol.generated.share_fetch_request import ShareFetchRequest
+from shoal.protocol.record_batch import iter_batches, iter_records
+from tests.unit.broker_harness import RawClient, batch, create_req, port, produce_one, run, running_broker
+
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+GROUP_RESOURCE = 32
+
+
+async def group_configs(c: RawClient, group: str, **configs: str) -> None:
+    r = IncrementalAlterConfigsRequest
+    resp = await c.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, r(resources=[r.AlterConfigsResource(
+        resource_type=GROUP_RESOURCE, resource_name=group, configs=[
+            r.AlterableConfig(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items()])]))
+    assert resp.responses[0].error_code == 0, resp
+
+
+class Member:
+    """One share consumer's session on one partition."""
+
+    def __init__(self, client: RawClient, group: str, topic_id: uuid.UUID, member_id: str | None = None) -> None:
+        self.c, self.group, self.topic_id = client, group, topic_id
+        self.member_id = member_id or str(uuid.uuid4())
+        self.epoch = 0
+
+    def _topics(self, acks: list[tuple[int, int, list[int]]] | None, partition: int = 0) -> list:
+        f = ShareFetchRequest
+        return [f.FetchTopic(topic_id=self.topic_id, partitions=[f.FetchPartition(
+            partition_index=partition, acknowledgement_batches=[
+                f.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=t) for a, b, t in acks or []])])]
+
+    async def fetch(self, acks: list[tuple[int, int, list[int]]] | None = None, *, max_records: int = 500,
+                    max_wait: int = 0, version: int = 1, epoch: int | None = None):  # noqa: ANN201
+        req = ShareFetchRequest(group_id=self.group, member_id=self.member_id,
+                                share_session_epoch=self.epoch if epoch is None else epoch,
+                                max_wait_ms=max_wait, min_bytes=1, max_bytes=1 << 20, max_records=max_records,
+                                batch_size=max_records, topics=self._topics(acks))
+        resp = await self.c.call(ApiKey.SHARE_FETCH, version, req)
+        if resp.error_code == 0 and epoch is None:
+            self.epoch = -1 if self.epoch == -1 else self.epoch + 1
+        return resp
+
+    async def ack(self, acks: list[tuple[int, int, list[int]]], *, version: int = 1, final: bool = False):  # noqa: ANN201
+        a = ShareAcknowledgeRequest
+        req = a(group_id=self.group, member_id=self.member_id, share_session_epoch=-1 if final else self.epoch,
+                topics=[a.AcknowledgeTopic(topic_id=self.topic_id, partitions=[a.AcknowledgePartition(
+                    partition_index=0, acknowledgement_batches=[
+                        a.AcknowledgementBatch(first_offset=x, last_offset=y, acknowledge_types=t)
+                        for x, y, t in acks])])])
+        resp = await self.c.call(ApiKey.SHARE_ACKNOWLEDGE, version, req)
+        if resp.error_code == 0 and not final:
+            self.epoch += 1
+        return resp
+
+
+def acquired(resp) -> list[tuple[int, int, int]]:  # noqa: ANN001
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in resp.responses for p in t.partitions for a in p.acquired_records]
+
+
+def ack_errors(resp) -> list[int]:  # noqa: ANN001
+    return [p.acknowledge_error_code for t in resp.responses for p in t.partitions]
+
+
+def offsets_in(resp) -> list[int]:  # noqa: ANN001
+    out = []
+    for t in resp.responses:
+        for p in t.partitions:
+            data = bytes(p.records or b"")
+            for h in iter_batches(data):
+                out.extend(r.offset for r in iter_records(data, h))
+    return out
+
+
+async def setup(broker, group: str = "sg", records: int = 10, **configs: str):  # noqa: ANN001, ANN201
+    c = await RawClient.connect(port(broker))
+    resp = await c.call(ApiKey.CREATE_TOPICS, 7, create_req("q"))
+    assert resp.topics[0].error_code == 0
+    topic_id = broker.metadata.topics["q"].topic_id
+    await group_configs(c, group, share_auto_offset_reset="earliest", **configs)
+    for i in range(records):
+        await produce_one(c, "q", 0, batch(1, ts=1000 + i))
+    return c, topic_id
+
+
+def test_two_members_share_a_partition_and_no_record_goes_twice(tmp_path):
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=10)
+            c2 = await RawClient.connect(port(broker))
+            a, b = Member(c, "sg", tid), Member(c2, "sg", tid)
+            ra = await a.fetch(max_records=4)
+            assert ra.error_code == 0 and ra.acquisition_lock_timeout_ms == 30000
+            assert acquired(ra) == [(0, 3, 1)]
+            assert set(range(4)) <= set(offsets_in(ra))
+            rb = await b.fetch(max_records=100)
+            assert acquired(rb) == [(4, 9, 1)]
+            # a acknowledges its records with its next fetch; nothing is left to acquire
+            ra = await a.fetch([(0, 3, [ACCEPT])])
+            assert ack_errors(ra) == [0] and acquired(ra) == [], ra
+            # b may not acknowledge a's records, nor offsets it does not hold: nothing changes
+            rb = await b.ack([(0, 1, [ACCEPT])])
+            assert [p.error_code for t in rb.responses for p in t.partitions] == [ErrorCode.INVALID_RECORD_STATE]
+            sp = broker.share.partition("sg", "q", 0)
+            assert sp.start_offset == 4 and sp.in_flight_count() == 6
+            await c.close()
+            await c2.close()
+    run(go())
+
+
+def test_release_redelivers_reject_archives_and_the_limit_archives_a_poison_record(tmp_path):
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=3, share_delivery_count_limit="2")
+            m = Member(c, "sg", tid)
+            assert acquired(await m.fetch()) == [(0, 2, 1)]
+            # accept 0, release 1, reject 2
+            r = await m.ack([(0, 2, [ACCEPT, RELEASE, REJECT])])
+            assert r.error_code == 0
+            assert acquired(await m.fetch()) == [(1, 1, 2)]
+            # released again at the limit: archived, never delivered a third time
+            r = await m.fetch([(1, 1, [RELEASE])])
+            assert ack_errors(r) == [0] and acquired(r) == []
+            sp = broker.share.partition("sg", "q", 0)
+            assert sp.start_offset == 3 and sp.in_flight_count() == 0
+            await c.close()
+    run(go())
+
+
+def test_an_expired_lock_and_a_closed_connection_return_the_records(tmp_path):
+    async def go():
+        async with running_broker(tmp_path, **{"group.share.min.record.lock.duration.ms": "1000"}) as broker:
+            c, tid = await setup(broker, records=2, share_record_lock_duration_ms="1000")
+            holder = Member(c, "sg", tid)
+            r = await holder.fetch()
+            assert acquired(r) == [(0, 1, 1)] and r.acquisition_lock_timeout_ms == 1000
+            c2 = await RawClient.connect(port(broker))
+            other = Member(c2, "sg", tid)
+            assert acquired(await other.fetch()) == []
+            # a long-polling fetch is woken when the lock expires, and gets the records (2nd delivery)
+            r = await other.fetch(max_wait=5000)
+            assert acquired(r) == [(0, 1, 2)]
+            # the holder's late acknowledgement is refused; the records stay with `other`
+            late = await holder.fetch([(0, 1, [ACCEPT])])
+            assert ack_errors(late) == [ErrorCode.INVALID_RECORD_STATE]
+            # `other` goes away without acknowledging: its records come back at once
+            await c2.close()
+            for _ in range(50):
+                if broker.share.partition("sg", "q", 0).acquired_count() == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert acquired(await holder.fetch()) == [(0, 1, 3)]
+            await c.close()
+    run(go())
+
+
+def test_session_epochs_and_bad_acknowledgements(tmp_path):
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=4)
+            m = Member(c, "sg", tid)
+            # acknowledgements on the initial epoch, and an unknown session
+            r = await m.fetch([(0, 0, [ACCEPT])])
+            assert r.error_code == ErrorCode.INVALID_REQUEST
+            r = await m.fetch(epoch=3)
+            assert r.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+            assert acquired(await m.fetch(max_records=2)) == [(0, 1, 1)]
+            r = await m.fetch(epoch=7)
+            assert r.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+            sp = broker.share.partition("sg", "q", 0)
+            before = sp.in_flight()
+            # past what was acquired; a bad type; a types array of the wrong length: nothing changes
+            for acks in ([(0, 3, [ACCEPT])], [(0, 1, [9])], [(0, 1, [ACCEPT, ACCEPT, ACCEPT])]):
+                r = await m.ack(acks)
+                codes = [p.error_code for t in r.responses for p in t.partitions]
+                assert codes and codes[0] in (ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_RECORD_STATE), (acks, codes)
+                assert sp.in_flight() == before
+            # RENEW (v2) keeps the records acquired with a fresh lock
+            r = await m.ack([(0, 1, [RENEW])], version=2)
+            assert r.error_code == 0 and r.acquisition_lock_timeout_ms == 30000
+            assert sp.acquired_count() == 2
+            # the final ShareAcknowledge accepts and closes the session
+            r = await m.ack([(0, 1, [ACCEPT])], final=True)
+            assert r.error_code == 0 and sp.start_offset == 2
+            r = await m.fetch()
+            assert r.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+            await c.close()
+    run(go())
+
+
+def test_the_state_survives_a_restart_from_the_share_coordinator(tmp_path):
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=6)
+            m = Member(c, "sg", tid)
+            assert acquired(await m.fetch(max_records=5)) == [(0, 4, 1)]
+            # accept 0-1, release 2; 3-4 stay acquired (a lock is not persisted: they come back available)
+            r = await m.ack([(0, 2, [ACCEPT, ACCEPT, RELEASE])])
+            assert r.error_code == 0
+            assert [p.error_code for t in r.responses for p in t.partitions] == [0]
+            code, state = await broker.share_coordinators.read_state("sg", tid, 0)
+            assert code == 0 and state is not None and state.start_offset == 2
+            await c.close()
+        async with running_broker(tmp_path) as broker:
+            c = await RawClient.connect(port(broker))
+            m = Member(c, "sg", tid)
+            # 2-4 were delivered once; 5 never: the group did not start over at `earliest`
+            assert acquired(await m.fetch()) == [(2, 4, 2), (5, 5, 1)]
+            await c.close()
+    run(go())
