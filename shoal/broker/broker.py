@@ -149,6 +149,7 @@ class Broker:
         await self.coordinators.on_leadership_changed()
         await self.txn_coordinators.on_leadership_changed()
         await self.share_coordinators.on_leadership_changed()
+        self.share.leadership_changed()  # share partitions follow their partitions' leaders
 
     async def start_node(self, node_id: int) -> None:
         await self.nodes[node_id].start()
@@ -156,6 +157,7 @@ class Broker:
         await self.coordinators.on_leadership_changed()
         await self.txn_coordinators.on_leadership_changed()
         await self.share_coordinators.on_leadership_changed()
+        self.share.leadership_changed()  # share partitions follow their partitions' leaders
 
     async def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
         """A partition's new replica list (AlterPartitionReassignments): complete at once, as every
@@ -165,7 +167,7 @@ class Broker:
             await self.coordinators.on_leadership_changed()
             await self.txn_coordinators.on_leadership_changed()
             await self.share_coordinators.on_leadership_changed()
-        await self.share_coordinators.on_leadership_changed()
+        self.share.leadership_changed()
 
     async def close(self) -> None:
         if self._housekeeping is not None:

@@ -1,7 +1,7 @@
 """ShareFetch and ShareAcknowledge (KIP-932): share consumers acquire records and acknowledge them.
 
 Both need the share group's READ and each topic's READ. A request names its member's share
-session (see `broker.share.sessions`): epoch 0 opens it, -1 closes it (after its
+session on this node (see `broker.share.sessions`): epoch 0 opens it, -1 closes it (after its
 acknowledgements; a final ShareFetch fetches nothing), any other epoch must be the next one.
 Acknowledgements are applied before fetching; each partition answers them in
 `acknowledge_error_code`. A fetch acquires at most `max_records` records over the session's
@@ -90,11 +90,11 @@ def _session(ctx: RequestContext, req: Any, adds: list[Partition], forgotten: li
     """The request's share session: opened (epoch 0), checked, or found for closing (-1)."""
     share = ctx.broker.share
     if req.share_session_epoch == INITIAL_EPOCH:
-        session, old, code = share.sessions.open(req.group_id, req.member_id, ctx.connection, adds)
+        session, old, code = share.sessions(ctx.node.node_id).open(req.group_id, req.member_id, ctx.connection, adds)
         if old is not None:
             share.release_session(old, now_ms())
         return session, code
-    session, code = share.sessions.check(req.group_id, req.member_id, req.share_session_epoch)
+    session, code = share.sessions(ctx.node.node_id).check(req.group_id, req.member_id, req.share_session_epoch)
     if session is not None and req.share_session_epoch != FINAL_EPOCH:
         session.update(adds, forgotten)
     return session, code
@@ -127,11 +127,11 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
     ack_results = await _apply_acks(ctx, group_id, member_id, acks, readable)
     lock_ms = share.lock_duration_ms(group_id)
     if req.share_session_epoch == FINAL_EPOCH:
-        share.sessions.close(session)
+        share.sessions(ctx.node.node_id).close(session)
         share.release_session(session, now_ms())
         return _response(ctx, {}, ack_results, lock_ms)
     if req.share_session_epoch != INITIAL_EPOCH:  # a new session already expects epoch 1
-        share.sessions.advance(session)
+        share.sessions(ctx.node.node_id).advance(session)
     deadline = now_ms() + max(req.max_wait_ms, 0)
     max_records = req.max_records if req.max_records > 0 else 500
     while True:
@@ -139,7 +139,7 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
         remaining = deadline - now_ms()
         acquired = any(data.get("ranges") for data in fetched.values())
         if acquired or remaining <= 0 or ack_results or not ctx.node.running \
-                or share.sessions.get(group_id, member_id) is not session:
+                or share.sessions(ctx.node.node_id).get(group_id, member_id) is not session:
             break
         waits = [(n, i) for (t, i) in session.partitions
                  if (n := _name(ctx, t)) is not None and n in readable]
@@ -225,16 +225,16 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
     if req.share_session_epoch == INITIAL_EPOCH:
         return _A(error_code=ErrorCode.INVALID_SHARE_SESSION_EPOCH)
     share = ctx.broker.share
-    session, code = share.sessions.check(req.group_id, req.member_id, req.share_session_epoch)
+    session, code = share.sessions(ctx.node.node_id).check(req.group_id, req.member_id, req.share_session_epoch)
     if session is None:
         return _A(error_code=code)
     acks = _acks(req.topics)
     results = await _apply_acks(ctx, req.group_id, req.member_id, acks, _readable(ctx, [t for t, _ in acks]))
     if req.share_session_epoch == FINAL_EPOCH:
-        share.sessions.close(session)
+        share.sessions(ctx.node.node_id).close(session)
         share.release_session(session, now_ms())
     else:
-        share.sessions.advance(session)
+        share.sessions(ctx.node.node_id).advance(session)
     topics: dict[uuid.UUID, list[Any]] = {}
     endpoints: set[int] = set()
     for (topic_id, index), error in results.items():

@@ -67,8 +67,10 @@ class SharePartitions:
 
     def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
-        self.sessions = ShareSessionCache(broker.config.get_int("group.share.max.share.sessions")
-                                          if broker.config.get("group.share.max.share.sessions") else 2000)
+        self._max_sessions = (broker.config.get_int("group.share.max.share.sessions")
+                              if broker.config.get("group.share.max.share.sessions") else 2000)
+        self._sessions: dict[int, ShareSessionCache] = {}  # each node keeps its own, as each Kafka broker
+        self._leaders: dict[ShareKey, int] = {}  # the node that led the partition when it was loaded
         self._partitions: dict[ShareKey, SharePartition] = {}
         self._timer: asyncio.Task[None] | None = None
         self._locks: dict[ShareKey, asyncio.Lock] = {}
@@ -87,6 +89,13 @@ class SharePartitions:
 
     def read_committed(self, group_id: str) -> bool:
         return self.group_config(group_id, "share.isolation.level") == "read_committed"
+
+    def sessions(self, node_id: int) -> ShareSessionCache:
+        """The share sessions of one broker node (a member has one per node it fetches from)."""
+        cache = self._sessions.get(node_id)
+        if cache is None:
+            cache = self._sessions[node_id] = ShareSessionCache(self._max_sessions)
+        return cache
 
     # ---------------------------------------------------------------- partitions
     def partition(self, group_id: str, topic: str, index: int) -> SharePartition:
@@ -128,6 +137,7 @@ class SharePartitions:
                     raise ShareStateError(code)
                 sp.mark_persisted()
             self._partitions[key] = sp
+            self._leaders[key] = self.broker.metadata.leader(topic, index)
             return sp
 
     def _lock(self, key: ShareKey) -> asyncio.Lock:
@@ -209,6 +219,7 @@ class SharePartitions:
         """The topic was deleted: its share partitions go."""
         for key in [k for k in self._partitions if k[1] == topic]:
             del self._partitions[key]
+            self._leaders.pop(key, None)
             self._state_epochs.pop(key, None)
 
     # ---------------------------------------------------------------- fetch and acknowledge
@@ -267,8 +278,20 @@ class SharePartitions:
     def connection_closed(self, connection: object) -> None:
         """A client connection closed: its share sessions end."""
         now = now_ms()
-        for session in self.sessions.close_connection(connection):
-            self.release_session(session, now)
+        for cache in self._sessions.values():
+            for session in cache.close_connection(connection):
+                self.release_session(session, now)
+
+    def leadership_changed(self) -> None:
+        """Partitions moved to other nodes: their share partitions are dropped here and the new
+        leader loads them from the share coordinator, as a new Kafka leader does (records that were
+        acquired come back available; their locks lived on the old leader)."""
+        for key, leader in list(self._leaders.items()):
+            _group, topic, index = key
+            info = self.broker.metadata.topics.get(topic)
+            if info is None or self.broker.metadata.leader(topic, index) != leader:
+                self._partitions.pop(key, None)
+                self._leaders.pop(key, None)
 
     # ---------------------------------------------------------------- acquisition locks
     def _ensure_timer(self) -> None:
