@@ -257,3 +257,33 @@ def test_three_nodes_the_partition_leader_stops_and_the_new_leader_takes_the_per
             for x in (c, oc, nc):
                 await x.close()
     run(go())
+
+
+def test_read_committed_share_groups_never_deliver_aborted_or_open_transactions(tmp_path):
+    from shoal.protocol.record_batch import build_batch
+
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=2, share_isolation_level="read_committed")
+            plog = broker.partition_log("q", 0)
+
+            def txn(pid: int, n: int, seq: int = 0) -> None:
+                plog.append(bytearray(build_batch([(2000 + i, None, b"t", []) for i in range(n)], producer_id=pid,
+                                                  producer_epoch=0, base_sequence=seq, is_transactional=True)), 2000)
+            txn(7, 3)                                  # offsets 2-4, aborted by the marker at 5
+            plog.append_marker(7, 0, 0, False, 2000)
+            txn(8, 2)                                  # offsets 6-7, committed by the marker at 8
+            plog.append_marker(8, 0, 0, True, 2000)
+            txn(9, 1)                                  # offset 9: still open
+            await produce_one(c, "q", 0, batch(1, ts=3000))  # offset 10, after the open transaction
+            m = Member(c, "sg", tid)
+            r = await m.fetch()
+            assert acquired(r) == [(0, 1, 1), (6, 7, 1)], acquired(r)
+            assert set(offsets_in(r)) >= {0, 1, 6, 7} and not set(offsets_in(r)) & {2, 3, 4, 9, 10}
+            plog.append_marker(9, 0, 0, True, 3000)    # offset 11: 9 and 10 become readable
+            r = await m.fetch([(0, 1, [ACCEPT]), (6, 7, [ACCEPT])])
+            assert ack_errors(r) == [0] and acquired(r) == [(9, 10, 1)], acquired(r)
+            sp = broker.share.partition("sg", "q", 0)
+            assert sp.start_offset == 9  # the aborted records and the markers were left behind
+            await c.close()
+    run(go())

@@ -23,7 +23,7 @@ from shoal.clock import now_ms
 from shoal.coordinator.share.state import ShareState
 from shoal.coordinator.share.state import StateBatch as StoredBatch
 from shoal.protocol.errors import ErrorCode
-from shoal.protocol.record_batch import CONTROL_MASK, iter_batches
+from shoal.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batches
 
 if TYPE_CHECKING:
     from shoal.broker.services import BrokerServices
@@ -238,6 +238,14 @@ class SharePartitions:
             return Acquired(b"", [])
         data = bytes(buf)
         batches = [h for h in iter_batches(data) if h.base_offset + h.last_offset_delta >= start]
+        if self.read_committed(group_id) and batches:
+            # read_committed: records of aborted transactions are never delivered (they are gaps,
+            # left behind as Kafka archives them)
+            last = batches[-1].base_offset + batches[-1].last_offset_delta
+            aborted = plog.aborted_transactions(start, last + 1)
+            batches = [h for h in batches if not (h.attributes & TRANSACTIONAL_MASK and any(
+                a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset
+                for a in aborted))]
         candidates = [(max(h.base_offset, start), h.base_offset + h.last_offset_delta)
                       for h in batches if not h.attributes & CONTROL_MASK]
         ranges = sp.acquire(member_id, candidates, max_records, now, self.lock_duration_ms(group_id))
