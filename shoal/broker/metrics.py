@@ -125,6 +125,7 @@ def render(broker: Broker) -> str:
         out.lines.append(f"{name}_count{_labels(request=api)} {running}")
     _partitions(broker, out)
     _groups(broker, out)
+    _share_groups(broker, out)
     out.family("kafka_server_kafkaserver_brokerstate", "gauge", "3 while the node runs (RUNNING), 0 when stopped",
                (({"node": n}, 3 if node.running else 0) for n, node in sorted(broker.nodes.items())))
     return out.text()
@@ -172,7 +173,8 @@ def _groups(broker: Broker, out: _Out) -> None:
     for shard in _group_shards(broker):
         rebalances += shard.classic.completed_rebalances
         for g in shard.groups.values():
-            by_state[g.state] += 1
+            if g.state in by_state:  # classic and consumer groups (share groups below)
+                by_state[g.state] += 1
         for group_id, offsets in shard.offset_manager.offsets.items():
             for (topic, partition), om in offsets.items():
                 plog = broker.logs.get(topic, partition)
@@ -192,6 +194,33 @@ def _groups(broker: Broker, out: _Out) -> None:
     out.family("kafka_consumergroup_lag", "gauge", "Log end offset minus the group's committed offset",
                (({"consumergroup": g, "topic": t, "partition": p}, max(end - off, 0))
                 for g, t, p, off, end in lag_rows if end >= 0))
+
+
+def _share_groups(broker: Broker, out: _Out) -> None:
+    """Share groups by state, and each share partition's in-flight records and lag (KIP-932, KIP-1103)."""
+    from shoal.coordinator.group.share.group import ShareGroup
+
+    states: dict[str, int] = defaultdict(int)
+    for shard in _group_shards(broker):
+        for g in shard.groups.values():
+            if isinstance(g, ShareGroup):
+                states[g.state_name] += 1
+    out.family("kafka_server_group_coordinator_metrics_share_group_count", "gauge", "Share groups, per state",
+               (({"state": st}, n) for st, n in sorted(states.items())))
+    rows = []
+    for (group, topic, partition), sp in sorted(broker.share.states().items()):
+        plog = broker.logs.get(topic, partition)
+        lag = sp.lag(plog.high_watermark) if plog is not None else -1
+        rows.append(({"group": group, "topic": topic, "partition": partition}, sp, lag))
+    out.family("kafka_server_sharepartitionmetrics_inflightmessagecount", "gauge",
+               "Records in flight in a share partition (from its start offset to its end offset)",
+               ((labels, sp.in_flight_count()) for labels, sp, _ in rows))
+    out.family("kafka_server_sharepartitionmetrics_acquiredmessagecount", "gauge",
+               "Records of a share partition acquired by a consumer now", ((labels, sp.acquired_count()) for labels, sp, _ in rows))
+    out.family("kafka_sharegroup_start_offset", "gauge", "A share partition's start offset",
+               ((labels, sp.start_offset) for labels, sp, _ in rows))
+    out.family("kafka_sharegroup_lag", "gauge", "Records from a share partition's start offset to the high "
+               "watermark not yet acknowledged or archived", ((labels, lag) for labels, _, lag in rows if lag >= 0))
 
 
 def ready(broker: Broker) -> tuple[bool, str]:

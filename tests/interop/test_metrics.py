@@ -105,3 +105,44 @@ def test_health_ready_and_bad_requests(shoal_factory):
     p = Producer({"bootstrap.servers": broker.bootstrap})
     p.produce("after", b"1")
     assert p.flush(15) == 0  # and so is the broker
+
+
+def test_share_group_metrics(shoal_factory):
+    """A confluent-kafka ShareConsumer's records show as acquired and lagging, then as consumed."""
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    port = free_port()
+    broker = shoal_factory(overrides={"metrics.port": str(port)})
+    bs = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic("sq", 1, 1)])["sq"].result(15)
+    res = ConfigResource("group", "sgm", incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(15)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        p.produce("sq", value=f"{i}".encode())
+    p.flush(15)
+    consumer = ShareConsumer({"bootstrap.servers": bs, "group.id": "sgm", "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe(["sq"])
+    labels = '{group="sgm",topic="sq",partition="0"}'
+    try:
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            got.extend(m for m in consumer.poll(1.0) if m.error() is None)
+        assert len(got) == 10
+        m = scrape(port)
+        assert m["kafka_server_sharepartitionmetrics_acquiredmessagecount" + labels] == 10
+        assert m["kafka_sharegroup_lag" + labels] == 10
+        assert m['kafka_server_group_coordinator_metrics_share_group_count{state="Stable"}'] == 1
+        for msg in got:
+            consumer.acknowledge(msg)
+        consumer.commit_sync()
+        m = scrape(port)
+        assert m["kafka_sharegroup_lag" + labels] == 0
+        assert m["kafka_sharegroup_start_offset" + labels] == 10
+        assert m["kafka_server_sharepartitionmetrics_inflightmessagecount" + labels] == 0
+    finally:
+        consumer.close()
