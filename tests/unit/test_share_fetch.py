@@ -113,6 +113,9 @@ def test_two_members_share_a_partition_and_no_record_goes_twice(tmp_path):
             # a acknowledges its records with its next fetch; nothing is left to acquire
             ra = await a.fetch([(0, 3, [ACCEPT])])
             assert ack_errors(ra) == [0] and acquired(ra) == [], ra
+            # a partition with nothing to deliver has an empty record set, never a null one (librdkafka
+            # refuses a null one: "invalid MessageSetSize -1")
+            assert [p.records for t in ra.responses for p in t.partitions] == [b""]
             # b may not acknowledge a's records, nor offsets it does not hold: nothing changes
             rb = await b.ack([(0, 1, [ACCEPT])])
             assert [p.error_code for t in rb.responses for p in t.partitions] == [ErrorCode.INVALID_RECORD_STATE]

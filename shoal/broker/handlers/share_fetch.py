@@ -198,7 +198,7 @@ def _response(ctx: RequestContext, fetched: dict[Partition, dict[str, Any]],
             partition_index=index, error_code=error,
             acknowledge_error_code=ack_results.get(key, ErrorCode.NONE),
             current_leader=_F.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
-            records=data.get("records") or None,
+            records=data.get("records") or b"",  # never null: librdkafka refuses a null record set
             acquired_records=[_F.AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c)
                               for f, la, c in data.get("ranges", [])]))
     return _F(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
