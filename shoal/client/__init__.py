@@ -2,7 +2,8 @@
 
 Each has an asyncio core (``AIOProducer``, ``AIOConsumer``, ``AIOAdminClient``) and a
 synchronous face (``Producer``, ``Consumer``, ``AdminClient``) that runs the core on a
-private event loop in a background thread.  Configuration uses Kafka's property names.
+private event loop in a background thread; so has the share-group (KIP-932) consumer
+(``AIOShareConsumer``, ``ShareConsumer``).  Configuration uses Kafka's property names.
 """
 
 from .accumulator import RecordFuture
@@ -23,6 +24,9 @@ from .errors import (
 from .listener import ConsumerRebalanceListener
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import AIOProducer
+from .share_consumer import AIOShareConsumer
+from .share_session import AcknowledgeType, ShareConsumerRecord
+from .share_sync import ShareConsumer
 from .structs import ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
 from .sync import Consumer, Producer
 
@@ -30,6 +34,8 @@ __all__ = [
     "AIOAdminClient",
     "AIOConsumer",
     "AIOProducer",
+    "AIOShareConsumer",
+    "AcknowledgeType",
     "AdminClient",
     "ClientError",
     "ClosedError",
@@ -51,6 +57,8 @@ __all__ = [
     "RebalanceInProgressError",
     "RecordFuture",
     "RecordMetadata",
+    "ShareConsumer",
+    "ShareConsumerRecord",
     "TopicPartition",
     "murmur2",
 ]
