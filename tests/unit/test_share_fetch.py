@@ -58,6 +58,7 @@ class Member:
     async def ack(self, acks: list[tuple[int, int, list[int]]], *, version: int = 1, final: bool = False):  # noqa: ANN201
         a = ShareAcknowledgeRequest
         req = a(group_id=self.group, member_id=self.member_id, share_session_epoch=-1 if final else self.epoch,
+                is_renew_ack=version >= 2 and any(RENEW in t for _, _, t in acks),
                 topics=[a.AcknowledgeTopic(topic_id=self.topic_id, partitions=[a.AcknowledgePartition(
                     partition_index=0, acknowledgement_batches=[
                         a.AcknowledgementBatch(first_offset=x, last_offset=y, acknowledge_types=t)
@@ -193,7 +194,9 @@ def test_session_epochs_and_bad_acknowledgements(tmp_path):
                 codes = [p.error_code for t in r.responses for p in t.partitions]
                 assert codes and codes[0] in (ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_RECORD_STATE), (acks, codes)
                 assert sp.in_flight() == before
-            # RENEW (v2) keeps the records acquired with a fresh lock
+            # RENEW needs v2 with IsRenewAck (KIP-1222); there it keeps the records acquired with a fresh lock
+            r = await m.ack([(0, 1, [RENEW])], version=1)
+            assert r.error_code == ErrorCode.INVALID_REQUEST and sp.in_flight() == before
             r = await m.ack([(0, 1, [RENEW])], version=2)
             assert r.error_code == 0 and r.acquisition_lock_timeout_ms == 30000
             assert sp.acquired_count() == 2

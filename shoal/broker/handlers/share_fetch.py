@@ -37,6 +37,7 @@ _GROUP, _TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 _ACCESS = (Access(_GROUP, AclOperation.READ), Access(_TOPIC, AclOperation.READ))
 
 Partition = tuple[uuid.UUID, int]
+RENEW = 4  # the acknowledge type of KIP-1222 (v2)
 AckBatches = list[tuple[int, int, list[int]]]
 
 
@@ -113,6 +114,12 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
     if not allowed(ctx, AclOperation.READ, _GROUP, req.group_id):
         return _F(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     acks = _acks(req.topics)
+    renews = any(RENEW in types for batches in acks.values() for _, _, types in batches)
+    if renews and (ctx.api_version < 2 or not req.is_renew_ack):
+        return _F(error_code=ErrorCode.INVALID_REQUEST,
+                  error_message="Renew acknowledgements need ShareFetch v2 with IsRenewAck set.")
+    # KIP-1222: a fetch carrying renewals only renews (no records are acquired)
+    renew_only = ctx.api_version >= 2 and req.is_renew_ack
     if req.share_session_epoch == INITIAL_EPOCH and acks:
         return _F(error_code=ErrorCode.INVALID_REQUEST,
                   error_message="Acknowledge data present on initial epoch")
@@ -135,10 +142,10 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
     deadline = now_ms() + max(req.max_wait_ms, 0)
     max_records = req.max_records if req.max_records > 0 else 500
     while True:
-        fetched = await _fetch(ctx, session, readable, max_records, req.max_bytes)
+        fetched = {} if renew_only else await _fetch(ctx, session, readable, max_records, req.max_bytes)
         remaining = deadline - now_ms()
         acquired = any(data.get("ranges") for data in fetched.values())
-        if acquired or remaining <= 0 or ack_results or not ctx.node.running \
+        if acquired or remaining <= 0 or renew_only or not ctx.node.running \
                 or share.sessions(ctx.node.node_id).get(group_id, member_id) is not session:
             break
         waits = [(n, i) for (t, i) in session.partitions
@@ -229,6 +236,10 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
     if session is None:
         return _A(error_code=code)
     acks = _acks(req.topics)
+    if any(RENEW in types for batches in acks.values() for _, _, types in batches) and (
+            ctx.api_version < 2 or not req.is_renew_ack):
+        return _A(error_code=ErrorCode.INVALID_REQUEST,
+                  error_message="Renew acknowledgements need ShareAcknowledge v2 with IsRenewAck set.")
     results = await _apply_acks(ctx, req.group_id, req.member_id, acks, _readable(ctx, [t for t, _ in acks]))
     if req.share_session_epoch == FINAL_EPOCH:
         share.sessions(ctx.node.node_id).close(session)
