@@ -8,9 +8,10 @@ consumers, where a consumer group would give the partition to one member. Each c
 confluent-kafka `ShareConsumer` in its own process (implicit acknowledgement, `max.poll.records`
 10) that sleeps `--work-ms` per record (the "processing"). Per broker and consumer count: a fresh
 topic of one partition holding `--records` records and a fresh group starting at earliest; the
-time from the consumers' start until every record was processed; records/s; how many records
-were delivered more than once (none expected while consumers stay healthy) and how evenly they
-were spread. shoal and Apache Kafka 4.x (one node each) run the same workload, one after the
+seconds from the consumers' start to the first record processed (joining the group, initializing
+the share partition) and to the last; records/s from the first record processed to the last; how
+many records were delivered more than once (none expected while consumers stay healthy). shoal
+and Apache Kafka 4.x (one node each) run the same workload, one after the
 other. Printed, never asserted; quote figures with the command in docs/benchmarks.md.
 """
 
@@ -79,18 +80,22 @@ def trial(bootstrap: str, n: int, records: int, work_ms: float) -> dict[str, flo
     for p in procs:
         p.start()
     seen: Counter[int] = Counter()
+    first = last = 0.0
     deadline = time.perf_counter() + 60 + records * work_ms / 1000
     while len(seen) < records and time.perf_counter() < deadline:
         try:
             seen[out.get(timeout=1)] += 1
         except Exception:  # noqa: BLE001 - queue.Empty: keep waiting until the deadline
             continue
+        last = time.perf_counter()
+        first = first or last
     elapsed = time.perf_counter() - t0
     for p in procs:
         p.terminate()
     for p in procs:
         p.join(10)
-    return {"seconds": elapsed, "rate": len(seen) / elapsed, "done": len(seen),
+    return {"seconds": elapsed, "first": first - t0 if first else -1.0,
+            "rate": (len(seen) - 1) / (last - first) if last > first else 0.0, "done": len(seen),
             "redelivered": sum(c - 1 for c in seen.values() if c > 1)}
 
 
@@ -120,11 +125,14 @@ def main() -> None:
                 stop()
     print(f"{args.records} records on one partition, {args.work_ms:g} ms of work per record "
           f"(ideal: {1000 / args.work_ms:.0f} records/s per consumer)")
-    print(f"{'broker':<14} {'consumers':>9} {'seconds':>8} {'records/s':>10} {'done':>6} {'redelivered':>11}")
+    print("first record: seconds from starting the consumers to the first record processed (joining, the "
+          "share partition's initialization); records/s: from the first record processed to the last")
+    print(f"{'broker':<14} {'consumers':>9} {'first rec s':>11} {'total s':>8} {'records/s':>10} {'done':>6} "
+          f"{'redelivered':>11}")
     for name, by_n in results.items():
         for n, r in by_n.items():
-            print(f"{name:<14} {n:>9} {r['seconds']:>8.2f} {r['rate']:>10.1f} {int(r['done']):>6} "
-                  f"{int(r['redelivered']):>11}")
+            print(f"{name:<14} {n:>9} {r['first']:>11.2f} {r['seconds']:>8.2f} {r['rate']:>10.1f} "
+                  f"{int(r['done']):>6} {int(r['redelivered']):>11}")
     names = list(results)
     if len(names) == 2:
         for n in counts:

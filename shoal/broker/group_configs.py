@@ -10,6 +10,7 @@ have them (a share group's `share.auto.offset.reset` is set before its first mem
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 from shoal.broker.config_types import BOOLEAN, INT, LIST, STRING
@@ -77,6 +78,38 @@ def _bound(broker: Mapping[str, str], key: str, default: int) -> int:
         return default
 
 
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+def duration_ms(iso: str) -> int | None:
+    """An ISO-8601 duration of days, hours, minutes and seconds (Java's Duration.parse, as
+    share.auto.offset.reset's by_duration takes it) in ms; None when it is not one."""
+    text = iso.strip().upper()
+    m = _DURATION.match(text)
+    if m is None or text in ("P", "PT") or text.endswith("T"):
+        return None
+    days, hours, minutes, seconds = m.groups()
+    total = (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60) * 1000
+    return total + int(float(seconds or 0) * 1000)
+
+
+def _check_strings(values: Mapping[str, str]) -> None:
+    """The string-valued share configs' validators (Kafka's ShareGroupAutoOffsetResetStrategy and
+    the isolation level's ValidString)."""
+    reset = values["share.auto.offset.reset"]
+    low = reset.strip().lower()
+    if not (low in ("earliest", "latest") or low.startswith("by_duration:")
+            and duration_ms(reset.strip()[len("by_duration:"):]) is not None):
+        raise InvalidGroupConfig(
+            f"Invalid value {reset} for configuration share.auto.offset.reset: Invalid value `{reset}` for "
+            "configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the "
+            "format 'by_duration:<PnDTnHnMn.nS>'.")
+    level = values["share.isolation.level"]
+    if level not in ("read_committed", "read_uncommitted"):
+        raise InvalidGroupConfig(f"Invalid value {level} for configuration share.isolation.level: String must be "
+                                 "one of: read_committed, read_uncommitted")
+
+
 def validate(overrides: Mapping[str, str], broker: Mapping[str, str]) -> None:
     """Raise InvalidGroupConfig as Kafka's GroupConfig.validate does (names, types, then bounds)."""
     for name in overrides:
@@ -95,6 +128,7 @@ def validate(overrides: Mapping[str, str], broker: Mapping[str, str]) -> None:
         elif kind == BOOLEAN and value.strip().lower() not in ("true", "false"):
             raise InvalidGroupConfig(f"Invalid value {value} for configuration {name}: Expected value to be "
                                      "either true or false")
+    _check_strings(values)
     for name, (low_key, low, high_key, high) in _BOUNDS.items():
         low, high = _bound(broker, low_key, low), _bound(broker, high_key, high)
         if not low <= ints[name] <= high:

@@ -31,11 +31,13 @@ from shoal.protocol.generated.describe_user_scram_credentials_request import (
 from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from shoal.tools.wire import BrokerConnection, ToolClient, ToolError, error_name
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
+GROUP_CONFIG_SOURCE = 8  # a group config override (DescribeConfigs' GROUP_CONFIG)
+# the admin client's ConfigSource names, as kafka-configs prints them
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-                6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
-ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
+                6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
+ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER, "groups": GROUP}
 
 
 @dataclass
@@ -107,6 +109,8 @@ def describe(client: ToolClient, entity_type: int, name: str, describe_all: bool
         raise ToolError(r.error_message or f"cannot describe {name}: {error_name(r.error_code)}")
     if entity_type == TOPIC:
         wanted = 1
+    elif entity_type == GROUP:
+        wanted = GROUP_CONFIG_SOURCE
     else:
         wanted = 3 if name == "" else 2
     out = []
@@ -150,6 +154,8 @@ def entities(client: ToolClient, entity_type: int) -> list[str]:
     """Every topic (internal ones too), or every broker id then the cluster default "", as kafka-configs."""
     if entity_type == TOPIC:
         return sorted(t.name for t in client.metadata(None).topics)
+    if entity_type == GROUP:
+        raise ToolError("an --entity-name is needed to describe groups")
     return [*(str(n) for n in client.all_nodes()), ""]
 
 

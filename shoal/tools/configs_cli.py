@@ -9,10 +9,11 @@ from collections.abc import Callable
 
 from shoal.tools.cli import _add_bootstrap, _client, _run
 
-CONFIG_TYPES = ("topics", "brokers", "users", "clients", "ips")
+CONFIG_TYPES = ("topics", "brokers", "users", "clients", "ips", "groups")
 QUOTA_ENTITY_TYPES = ("users", "clients", "ips")
 # Kafka's order of its entity flags (then the defaults flags): the first names the entity in messages
-_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"), ("broker", "brokers"), ("ip", "ips"))
+_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"), ("broker", "brokers"), ("ip", "ips"),
+          ("group", "groups"))
 _DEFAULT_FLAGS = (("client_defaults", "clients"), ("user_defaults", "users"), ("broker_defaults", "brokers"),
                   ("ip_defaults", "ips"))
 
@@ -32,7 +33,7 @@ def configs_entities(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             return [], []
         if names == [""]:
             return ["brokers"], [""]  # --entity-default alone: the brokers' default
-        raise ToolError("--entity-type (topics, brokers, users, clients or ips) is required")
+        raise ToolError("--entity-type (topics, brokers, users, clients, ips or groups) is required")
     if len(types) != len(set(types)):
         dup = [t for i, t in enumerate(types) if t in types[:i]]
         raise ToolError(f"Duplicate entity type(s) specified: {','.join(dict.fromkeys(dup))}")
@@ -40,7 +41,7 @@ def configs_entities(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         raise ToolError("Only 'users' and 'clients' entity types may be specified together")
     if types[0] not in QUOTA_ENTITY_TYPES and len(names) > 1:
         raise ToolError("More entity names specified than entity types")
-    if types[0] == "topics" and names == [""]:
+    if types[0] in ("topics", "groups") and names == [""]:
         raise ToolError("--entity-default is for brokers")
     return types, names
 
@@ -126,7 +127,7 @@ def _entity_flags(p: argparse.ArgumentParser, types: tuple[str, ...]) -> None:
                    help="the entity's type; users and clients together for a user's clients (repeatable)")
     p.add_argument("--entity-name", dest="entity_names", action="append", metavar="NAME",
                    help="the name of the entity of the --entity-type in the same position: " +
-                        ("a topic, a broker id, " if "topics" in types else "") + "a user, a client id or an ip")
+                        ("a topic, a broker id, a group, " if "topics" in types else "") + "a user, a client id or an ip")
     p.add_argument("--entity-default", dest="entity_names", action="append_const", const="",
                    help="the default entity of the --entity-type in the same position (instead of a name)")
     for flag, entity in _FLAGS:

@@ -137,6 +137,27 @@ def test_configs_tool(shoal_reference, kafka_broker):
     assert_same(on_both(shoal_reference, kafka_broker, scenario))
 
 
+def test_configs_tool_group_configs(shoal_reference, kafka_broker):
+    """`configs --entity-type groups` (KIP-848/KIP-932 group configs) answers the same on both brokers."""
+    g = f"gc-{uuid.uuid4().hex[:8]}"
+
+    def scenario(bs: str, run: Callable[..., Step], extra: dict[str, str]) -> None:
+        assert run("configs", "alter", "--entity-type", "groups", "--entity-name", g, "--add-config",
+                   "share.auto.offset.reset=earliest,share.delivery.count.limit=3")[0] == 0
+        run("configs", "describe", "--group", g)
+        run("configs", "alter", "--group", g, "--add-config", "share.record.lock.duration.ms=1000")
+        run("configs", "alter", "--group", g, "--add-config", "share.auto.offset.reset=sometimes")
+        run("configs", "alter", "--group", g, "--add-config", "share.auto.offset.reset=by_duration:P1DT2H")
+        run("configs", "alter", "--group", g, "--add-config", "share.auto.offset.reset=by_duration:1h")
+        run("configs", "alter", "--group", g, "--add-config", "share.isolation.level=serializable")
+        run("configs", "alter", "--group", g, "--add-config", "no.such.config=1")
+        run("configs", "alter", "--group", g, "--delete-config", "share.delivery.count.limit")
+        run("configs", "alter", "--group", g, "--delete-config", "share.delivery.count.limit")
+        run("configs", "describe", "--entity-type", "groups", "--entity-name", g)
+
+    assert_same(on_both(shoal_reference, kafka_broker, scenario))
+
+
 def test_console_producer_and_consumer(shoal_reference, kafka_broker):
     t = f"tp-{uuid.uuid4().hex[:8]}"
     props = ["--property", "print.key=true", "--property", "print.offset=true", "--property",

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shoal.broker.group_configs import broker_values, default_value
+from shoal.broker.group_configs import broker_values, default_value, duration_ms
 from shoal.broker.share.partition import SharePartition, StateBatch
 from shoal.broker.share.sessions import ShareSession, ShareSessionCache
 from shoal.clock import now_ms
@@ -31,19 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ShareKey = tuple[str, str, int]  # (group id, topic, partition)
-
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
-
-
-def duration_ms(iso: str) -> int | None:
-    """An ISO-8601 duration of days, hours, minutes and seconds (as Kafka's by_duration takes) in ms."""
-    m = _DURATION.match(iso.strip().upper())
-    if m is None or iso.strip().upper() in ("P", "PT"):
-        return None
-    days, hours, minutes, seconds = m.groups()
-    total = (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60) * 1000
-    return total + int(float(seconds or 0) * 1000)
-
 
 class ShareStateError(Exception):
     """The share coordinator could not give or keep a share partition's state."""
