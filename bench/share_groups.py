@@ -7,7 +7,8 @@ The point of KIP-932: several consumers share one partition, so slow per-record 
 consumers, where a consumer group would give the partition to one member. Each consumer is a
 confluent-kafka `ShareConsumer` in its own process (implicit acknowledgement, `max.poll.records`
 10) that sleeps `--work-ms` per record (the "processing"). Per broker and consumer count: a fresh
-topic of one partition holding `--records` records and a fresh group starting at earliest; the
+topic of one partition holding `--records` records (one per batch: the brokers acquire whole
+batches) and a fresh group starting at earliest; the
 seconds from the consumers' start to the first record processed (joining the group, initializing
 the share partition) and to the last; records/s from the first record processed to the last; how
 many records were delivered more than once (none expected while consumers stay healthy). shoal
@@ -63,7 +64,9 @@ def prepare(bootstrap: str, records: int) -> tuple[str, str]:
     res = ConfigResource("group", group, incremental_configs=[ConfigEntry(
         "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([res])[res].result(30)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    # one record per batch: both brokers acquire whole batches (batch_optimized, KIP-1206), so records
+    # produced in one batch would all go to the first consumer whatever max.poll.records says
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
     for i in range(records):
         p.produce(topic, value=f"job-{i}".encode())
     p.flush(30)

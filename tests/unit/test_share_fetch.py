@@ -45,8 +45,8 @@ class Member:
                 f.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=t) for a, b, t in acks or []])])]
 
     async def fetch(self, acks: list[tuple[int, int, list[int]]] | None = None, *, max_records: int = 500,
-                    max_wait: int = 0, version: int = 1, epoch: int | None = None):  # noqa: ANN201
-        req = ShareFetchRequest(group_id=self.group, member_id=self.member_id,
+                    max_wait: int = 0, version: int = 1, epoch: int | None = None, mode: int = 0):  # noqa: ANN201
+        req = ShareFetchRequest(group_id=self.group, member_id=self.member_id, share_acquire_mode=mode,
                                 share_session_epoch=self.epoch if epoch is None else epoch,
                                 max_wait_ms=max_wait, min_bytes=1, max_bytes=1 << 20, max_records=max_records,
                                 batch_size=max_records, topics=self._topics(acks))
@@ -291,5 +291,20 @@ def test_read_committed_share_groups_never_deliver_aborted_or_open_transactions(
             assert ack_errors(r) == [0] and acquired(r) == [(9, 10, 1)], acquired(r)
             sp = broker.share.partition("sg", "q", 0)
             assert sp.start_offset == 9  # the aborted records and the markers were left behind
+            await c.close()
+    run(go())
+
+
+def test_batch_optimized_acquisition_takes_whole_batches_and_record_limit_does_not(tmp_path):
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=0)
+            for b in range(3):                                  # three batches: 0-9, 10-19, 20-29
+                await produce_one(c, "q", 0, batch(10, ts=1000 * (b + 1)))
+            # v1 and v2's default mode (batch_optimized): up to the end of the batch reached (KIP-1206)
+            assert acquired(await Member(c, "sg", tid).fetch(max_records=3)) == [(0, 9, 1)]
+            assert acquired(await Member(c, "sg", tid).fetch(max_records=3, version=2)) == [(10, 19, 1)]
+            # v2 record_limit: exactly max_records
+            assert acquired(await Member(c, "sg", tid).fetch(max_records=3, version=2, mode=1)) == [(20, 22, 1)]
             await c.close()
     run(go())

@@ -141,8 +141,11 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
         share.sessions(ctx.node.node_id).advance(session)
     deadline = now_ms() + max(req.max_wait_ms, 0)
     max_records = req.max_records if req.max_records > 0 else 500
+    # ShareAcquireMode (v2): 0 batch_optimized (v1's only mode), 1 record_limit (KIP-1206)
+    batch_optimized = ctx.api_version < 2 or req.share_acquire_mode == 0
     while True:
-        fetched = {} if renew_only else await _fetch(ctx, session, readable, max_records, req.max_bytes)
+        fetched = {} if renew_only else await _fetch(ctx, session, readable, max_records, req.max_bytes,
+                                                     batch_optimized)
         remaining = deadline - now_ms()
         acquired = any(data.get("ranges") for data in fetched.values())
         if acquired or remaining <= 0 or renew_only or not ctx.node.running \
@@ -160,7 +163,7 @@ def _name(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
 
 
 async def _fetch(ctx: RequestContext, session: ShareSession, readable: frozenset[str], max_records: int,
-                 max_bytes: int) -> dict[Partition, dict[str, Any]]:
+                 max_bytes: int, batch_optimized: bool) -> dict[Partition, dict[str, Any]]:
     """Acquire over the session's partitions, in turn, up to ``max_records`` and ``max_bytes``."""
     share = ctx.broker.share
     now = now_ms()
@@ -178,7 +181,7 @@ async def _fetch(ctx: RequestContext, session: ShareSession, readable: frozenset
         assert name is not None
         try:
             got = await share.acquire(session.group_id, session.member_id, name, index, records_left, bytes_left,
-                                      now)
+                                      now, batch_optimized)
         except ShareStateError as e:  # the share coordinator cannot give the partition's state now
             out[(topic_id, index)] = {"error": e.code, "name": name}
             continue

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.broker.group_configs import broker_values, default_value, duration_ms
 from shoal.broker.share.partition import SharePartition, StateBatch
+from shoal.broker.share.records_state import merge_acquired
 from shoal.broker.share.sessions import ShareSession, ShareSessionCache
 from shoal.clock import now_ms
 from shoal.coordinator.share.state import ShareState
@@ -210,9 +211,13 @@ class SharePartitions:
 
     # ---------------------------------------------------------------- fetch and acknowledge
     async def acquire(self, group_id: str, member_id: str, topic: str, index: int, max_records: int,
-                      max_bytes: int, now: int) -> Acquired:
+                      max_bytes: int, now: int, batch_optimized: bool = True) -> Acquired:
         """Acquire up to ``max_records`` records of the partition for the member: the log's batches
-        that hold them (at least one batch, else at most ``max_bytes``) and the acquired ranges."""
+        that hold them (at least one batch, else at most ``max_bytes``) and the acquired ranges.
+
+        ``batch_optimized`` (ShareFetch's default acquire mode, KIP-1206) rounds the acquisition up
+        to the end of the last batch it reached, as Kafka does, so one member may get more than
+        ``max_records``; otherwise (record_limit) ``max_records`` is a strict bound."""
         sp = await self.load(group_id, topic, index)
         plog = self.broker.partition_log(topic, index)
         start = max(sp.fetch_offset(), plog.log_start_offset)
@@ -234,9 +239,17 @@ class SharePartitions:
                 for a in aborted))]
         candidates = [(max(h.base_offset, start), h.base_offset + h.last_offset_delta)
                       for h in batches if not h.attributes & CONTROL_MASK]
-        ranges = sp.acquire(member_id, candidates, max_records, now, self.lock_duration_ms(group_id))
+        lock_ms = self.lock_duration_ms(group_id)
+        ranges = sp.acquire(member_id, candidates, max_records, now, lock_ms)
         if not ranges:
             return Acquired(b"", [])
+        if batch_optimized:
+            last = ranges[-1].last_offset
+            end = next((h.base_offset + h.last_offset_delta for h in batches if not h.attributes & CONTROL_MASK
+                        and h.base_offset <= last <= h.base_offset + h.last_offset_delta), last)
+            if end > last:
+                ranges = merge_acquired(ranges + sp.acquire(member_id, [(last + 1, end)], end - last, now,
+                                                            lock_ms, read_from=last + 1))
         self._wake.set()
         self._ensure_timer()
         parts = [data[h.position:h.position + 12 + h.batch_length] for h in batches
