@@ -35,6 +35,7 @@ _DE = DeleteShareGroupOffsetsResponse
 _GROUP, _TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 _ACKNOWLEDGED, _ARCHIVED = 2, 4
 _ZERO_ID = uuid.UUID(int=0)
+_UNKNOWN_PARTITION = "This server does not host this topic-partition."
 
 
 def _share_group(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | None, ShareGroup | None]:
@@ -66,8 +67,7 @@ async def _describe_partition(ctx: RequestContext, group_id: str, topic: str, in
     if info is None or not 0 <= index < info.num_partitions:
         return _D.DescribeShareGroupOffsetsResponsePartition(
             partition_index=index, start_offset=-1, leader_epoch=-1, lag=-1,
-            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            error_message="This server does not host this topic-partition.")
+            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=_UNKNOWN_PARTITION)
     code, state = await broker.share_coordinators.read_state(group_id, info.topic_id, index)
     if code != ErrorCode.NONE:
         return _D.DescribeShareGroupOffsetsResponsePartition(partition_index=index, start_offset=-1,
@@ -163,20 +163,34 @@ async def delete_share_group_offsets(ctx: RequestContext,
     code, message = _must_be_empty(ctx, req.group_id)
     if code != ErrorCode.NONE:
         return _DE(error_code=code, error_message=message)
+    _, _, group = _share_group(ctx, req.group_id)
+    assert group is not None
     may = filter_allowed(ctx, AclOperation.READ, _TOPIC, [t.topic_name for t in req.topics])
-    out = []
+    out, deleted = [], set()
     for t in req.topics:
         info = ctx.broker.metadata.topics.get(t.topic_name)
+        error, error_message = ErrorCode.NONE, None
         if t.topic_name not in may:
             error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif info is None:
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error, error_message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_PARTITION
+        elif info.topic_id not in group.initialized:  # as Kafka: only a topic the group initialized
+            error, error_message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete."
         else:
-            error = ErrorCode.NONE
             for p in range(info.num_partitions):
                 code = await ctx.broker.share.reset(req.group_id, t.topic_name, p, None)
                 error = code if error == ErrorCode.NONE else error
+            deleted.add(info.topic_id)
         out.append(_DE.DeleteShareGroupOffsetsResponseTopic(
-            topic_name=t.topic_name, topic_id=info.topic_id if info is not None else _ZERO_ID, error_code=error))
+            topic_name=t.topic_name, topic_id=info.topic_id if info is not None else _ZERO_ID, error_code=error,
+            error_message=error_message))
+    if deleted:  # the topics leave the group's ShareGroupStatePartitionMetadata
+        coordinators = ctx.broker.coordinators
+
+        def forget(shard: Any, _now: int) -> Any:
+            shard._begin()
+            shard.share.forget_topics(req.group_id, deleted)
+            return shard._end()
+        await coordinators.runtime(ctx.node.node_id).run_event(coordinators.partition_for(req.group_id), forget)
     return _DE(error_code=ErrorCode.NONE, responses=out)
 

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from shoal.assignors.server.spec import GroupSpec, MemberSpec, TopicSpec
 from shoal.assignors.share_simple import SHARE_ASSIGNORS, SimpleAssignor
@@ -328,6 +329,19 @@ class ShareGroupManager:
         step = _Step()
         self._fence_records(group, member, step, now_ms)
         self._apply(step)
+
+    def forget_topics(self, group_id: str, topic_ids: set[UUID]) -> set[UUID]:
+        """DeleteShareGroupOffsets: the topics' share state is gone, so they leave the group's
+        ShareGroupStatePartitionMetadata (a member subscribing to them again initializes them anew).
+        Returns the topics that were initialized (the others have no offset information)."""
+        group = self.shard.groups.get(group_id)
+        if not isinstance(group, ShareGroup):
+            return set()
+        gone = {t for t in topic_ids if t in group.initialized}
+        if gone:
+            kept = {t: v for t, v in group.initialized.items() if t not in gone}
+            self.shard.emit(*R.state_partition_metadata_record(group.group_id, {}, kept, group.deleting))
+        return gone
 
     def _apply(self, step: _Step) -> None:
         """Write a step's records (applied at once through the shard's replay), then its timer changes."""
