@@ -52,7 +52,18 @@ _BOUNDS: dict[str, tuple[str, int, str, int]] = {
                                     "group.share.max.heartbeat.interval.ms", 15000),
     "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms", 15000,
                                       "group.share.max.record.lock.duration.ms", 60000),
+    "share.delivery.count.limit": ("group.share.min.delivery.count.limit", 2,
+                                   "group.share.max.delivery.count.limit", 10),
+    "share.partition.max.record.locks": ("group.share.min.partition.max.record.locks", 100,
+                                         "group.share.max.partition.max.record.locks", 4000),
 }
+# The least value each INT group config's definition takes (Kafka's ConfigDef Range.atLeast), checked
+# as the value is parsed, before the broker's bounds above.
+_AT_LEAST = {"consumer.session.timeout.ms": 1, "consumer.heartbeat.interval.ms": 1,
+             "consumer.assignment.interval.ms": 0, "share.session.timeout.ms": 1, "share.heartbeat.interval.ms": 1,
+             "share.record.lock.duration.ms": 1000, "share.delivery.count.limit": 2,
+             "share.partition.max.record.locks": 100, "share.assignment.interval.ms": 0,
+             "streams.session.timeout.ms": 1, "streams.heartbeat.interval.ms": 1}
 
 
 class InvalidGroupConfig(ValueError):
@@ -125,6 +136,10 @@ def validate(overrides: Mapping[str, str], broker: Mapping[str, str]) -> None:
             except ValueError:
                 raise InvalidGroupConfig(f"Invalid value {value} for configuration {name}: "
                                          "Not a number of type INT") from None
+            least = _AT_LEAST.get(name)
+            if least is not None and ints[name] < least:
+                raise InvalidGroupConfig(f"Invalid value {value} for configuration {name}: Value must be at least "
+                                         f"{least}")
         elif kind == BOOLEAN and value.strip().lower() not in ("true", "false"):
             raise InvalidGroupConfig(f"Invalid value {value} for configuration {name}: Expected value to be "
                                      "either true or false")

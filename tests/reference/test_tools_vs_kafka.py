@@ -146,6 +146,10 @@ def test_configs_tool_group_configs(shoal_reference, kafka_broker):
                    "share.auto.offset.reset=earliest,share.delivery.count.limit=3")[0] == 0
         run("configs", "describe", "--group", g)
         run("configs", "alter", "--group", g, "--add-config", "share.record.lock.duration.ms=1000")
+        run("configs", "alter", "--group", g, "--add-config", "share.record.lock.duration.ms=999")
+        for bad in ("share.delivery.count.limit=1", "share.delivery.count.limit=11",
+                    "share.partition.max.record.locks=50", "share.partition.max.record.locks=5000"):
+            run("configs", "alter", "--group", g, "--add-config", bad)
         run("configs", "alter", "--group", g, "--add-config", "share.auto.offset.reset=sometimes")
         run("configs", "alter", "--group", g, "--add-config", "share.auto.offset.reset=by_duration:P1DT2H")
         run("configs", "alter", "--group", g, "--add-config", "share.auto.offset.reset=by_duration:1h")

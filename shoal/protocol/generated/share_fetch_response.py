@@ -563,6 +563,140 @@ def _enc_ShareFetchResponse_v0(o, out):
     out += b'\x00'
 
 
+def _dec_PartitionData_v1(buf, pos):
+    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    n1 = buf[pos]
+    if n1 < 0x80:
+        pos += 1
+    else:
+        n1, pos = _read_uv(buf, pos)
+    n1 -= 1
+    if n1 < 0:
+        f_error_message = None
+    else:
+        end = pos + n1
+        if end > len(buf):
+            raise _truncated()
+        f_error_message = _utf8(buf[pos:end])[0]
+        pos = end
+    f_acknowledge_error_code, = _S_h.unpack_from(buf, pos)
+    pos += 2
+    n2 = buf[pos]
+    if n2 < 0x80:
+        pos += 1
+    else:
+        n2, pos = _read_uv(buf, pos)
+    n2 -= 1
+    if n2 < 0:
+        f_acknowledge_error_message = None
+    else:
+        end = pos + n2
+        if end > len(buf):
+            raise _truncated()
+        f_acknowledge_error_message = _utf8(buf[pos:end])[0]
+        pos = end
+    f_current_leader, pos = _dec_LeaderIdAndEpoch_v0(buf, pos)
+    n3 = buf[pos]
+    if n3 < 0x80:
+        pos += 1
+    else:
+        n3, pos = _read_uv(buf, pos)
+    n3 -= 1
+    if n3 < 0:
+        raise _null_error('Records')
+    else:
+        end = pos + n3
+        if end > len(buf):
+            raise _truncated()
+        f_records = memoryview(buf)[pos:end]
+        pos = end
+    n4 = buf[pos]
+    if n4 < 0x80:
+        pos += 1
+    else:
+        n4, pos = _read_uv(buf, pos)
+    n4 -= 1
+    if n4 < 0:
+        raise _null_error('AcquiredRecords')
+    else:
+        f_acquired_records = []
+        append = f_acquired_records.append
+        for _ in range(n4):
+            e5, pos = _dec_AcquiredRecords_v0(buf, pos)
+            append(e5)
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        pos = _skip_tags(buf, pos)
+    o = _new(PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.acknowledge_error_code = f_acknowledge_error_code
+    o.acknowledge_error_message = f_acknowledge_error_message
+    o.current_leader = f_current_leader
+    o.records = f_records
+    o.acquired_records = f_acquired_records
+    return o, pos
+
+
+def _enc_PartitionData_v1(o, out):
+    b1 = None if o.error_message is None else o.error_message.encode()
+    out += _S_ih.pack(o.partition_index, o.error_code)
+    out += _uvb(0 if b1 is None else len(b1) + 1)
+    if b1 is not None:
+        out += b1
+    b2 = None if o.acknowledge_error_message is None else o.acknowledge_error_message.encode()
+    out += _S_h.pack(o.acknowledge_error_code)
+    out += _uvb(0 if b2 is None else len(b2) + 1)
+    if b2 is not None:
+        out += b2
+    _enc_LeaderIdAndEpoch_v0(o.current_leader, out)
+    out += _uvb(len(o.records) + 1)
+    out += o.records
+    out += _uvb(len(o.acquired_records) + 1)
+    for e3 in o.acquired_records:
+        _enc_AcquiredRecords_v0(e3, out)
+    out += b'\x00'
+
+
+def _dec_ShareFetchableTopicResponse_v1(buf, pos):
+    u1, = _S_16s.unpack_from(buf, pos)
+    pos += 16
+    f_topic_id = _UUID(bytes=u1)
+    n2 = buf[pos]
+    if n2 < 0x80:
+        pos += 1
+    else:
+        n2, pos = _read_uv(buf, pos)
+    n2 -= 1
+    if n2 < 0:
+        raise _null_error('Partitions')
+    else:
+        f_partitions = []
+        append = f_partitions.append
+        for _ in range(n2):
+            e3, pos = _dec_PartitionData_v1(buf, pos)
+            append(e3)
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        pos = _skip_tags(buf, pos)
+    o = _new(ShareFetchableTopicResponse)
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _enc_ShareFetchableTopicResponse_v1(o, out):
+    out += _S_16s.pack(o.topic_id.bytes)
+    out += _uvb(len(o.partitions) + 1)
+    for e1 in o.partitions:
+        _enc_PartitionData_v1(e1, out)
+    out += b'\x00'
+
+
 def _dec_ShareFetchResponse_v1(buf, pos):
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
@@ -594,7 +728,7 @@ def _dec_ShareFetchResponse_v1(buf, pos):
         f_responses = []
         append = f_responses.append
         for _ in range(n2):
-            e3, pos = _dec_ShareFetchableTopicResponse_v0(buf, pos)
+            e3, pos = _dec_ShareFetchableTopicResponse_v1(buf, pos)
             append(e3)
     n4 = buf[pos]
     if n4 < 0x80:
@@ -633,7 +767,7 @@ def _enc_ShareFetchResponse_v1(o, out):
     out += _S_i.pack(o.acquisition_lock_timeout_ms)
     out += _uvb(len(o.responses) + 1)
     for e2 in o.responses:
-        _enc_ShareFetchableTopicResponse_v0(e2, out)
+        _enc_ShareFetchableTopicResponse_v1(e2, out)
     out += _uvb(len(o.node_endpoints) + 1)
     for e3 in o.node_endpoints:
         _enc_NodeEndpoint_v0(e3, out)
