@@ -13,6 +13,7 @@ from shoal.tools.cli import (
     add_console_parsers,
     add_groups_parser,
     add_offsets_parser,
+    add_share_groups_parser,
     add_topics_parser,
     add_transactions_parser,
 )
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_acls_parser(sub)
     add_console_parsers(sub)
     add_groups_parser(sub)
+    add_share_groups_parser(sub)
     add_offsets_parser(sub)
     add_transactions_parser(sub)
     return parser

@@ -490,3 +490,20 @@ def add_console_parsers(sub: argparse._SubParsersAction) -> None:
     from shoal.tools.console_cli import add_console_parsers as add
 
     add(sub)
+
+
+# ---------------------------------------------------------------- share-groups (kafka-share-groups)
+def add_share_groups_parser(sub: argparse._SubParsersAction) -> None:
+    """`shoal share-groups --list|--describe|--reset-offsets|--delete|--delete-offsets ...` (kafka-share-groups):
+    Kafka's own options and checks (share_groups_options.py parses them, as joptsimple does for Kafka's
+    tool)."""
+    p = sub.add_parser("share-groups", add_help=False, prefix_chars="\0",
+                       help="list, describe, reset and delete share groups (as kafka-share-groups)")
+    p.add_argument("share_args", nargs=argparse.REMAINDER)
+
+    def run(args: argparse.Namespace) -> int:
+        from shoal.tools.share_groups import main
+
+        return main(args.share_args)
+
+    p.set_defaults(func=run)
