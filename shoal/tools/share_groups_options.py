@@ -176,53 +176,24 @@ def state_name(state: str) -> str:
 
 USAGE_HINT = "Run `shoal share-groups --help` for the options (those of Kafka's kafka-share-groups.sh).\n"
 
-HELP = """This tool helps to list, describe, delete and manage the offsets of share groups.
-Option                                  Description
-------                                  -----------
---all-groups                            Apply to all share groups.
---all-topics                            Apply to all topics. Supported operation: reset-offsets.
---bootstrap-server <String: server to   REQUIRED: The server(s) to connect to.
-  connect to>
---command-config <String: command       Property file containing configs to be passed to Admin Client.
-  config property file>
---delete                                Delete share group.
---delete-offsets                        Delete offsets of share group. Supports one share group at a time,
-                                          and multiple topics.
---describe                              Describe share group, members and offset information.
---dry-run                               Output offset reset information without executing the operation.
-                                          Supported operation: reset-offsets.
---execute                               Execute the offset reset operation. Supported operation:
-                                          reset-offsets.
---export                                Generate offset reset information in CSV format for export to a
-                                          file. Supported operation: reset-offsets.
---from-file <String: path to CSV file>  Reset offsets to values defined in CSV file.
---group <String: group id>              The share group id.
---help                                  Print usage information.
---list                                  List all share groups.
---members                               Describe members of the group. This option may be used with the
-                                          --describe option only.
---offsets                               Describe the group and list all topic partitions in the group
-                                          along with their offset information. This is the default
-                                          sub-action and may be used with the --describe option only.
---reset-offsets                         Reset offsets of share group. Supports one share group at a time,
-                                          and instances must be inactive. --dry-run or --execute, one of
-                                          --to-datetime, --to-earliest, --to-latest, --from-file,
-                                          --to-current, --to-offset; the scope --all-topics or --topic
-                                          (unless --from-file).
---state [String]                        With --describe: the state of the group. With --list: the state of
-                                          all groups, or only groups in these states (Empty, Stable, Dead).
---timeout <Long: timeout (ms)>          The timeout of the requests, in milliseconds. (default: 30000)
---to-current                            Reset offsets to current offset.
---to-datetime <String: datetime>        Reset offsets to offset from datetime. Format:
-                                          'YYYY-MM-DDThh:mm:ss.sss'
---to-earliest                           Reset offsets to earliest offset.
---to-latest                             Reset offsets to latest offset.
---to-offset <Long: offset>              Reset offsets to a specific offset.
---topic <String: topic>                 The topic whose offset information should be deleted or reset.
-                                          When resetting offsets, partitions can be specified using this
-                                          format: `topic:0,1,2`, where 0,1,2 are the partitions to be
-                                          included.
---verbose                               Provide additional information, if any, when describing the group.
-                                          This option may be used with the --describe option only.
---version                               Display Kafka version.
+HELP = """shoal share-groups: list, describe and delete share groups (KIP-932), and reset or delete their
+offsets (share-partition start offsets). The options are those of Kafka's kafka-share-groups.sh.
+
+Actions (exactly one):
+  --list                     the share groups; with --state [STATES], only those in these states
+                             (Empty, Stable, Dead, comma-separated)
+  --describe                 --group G or --all-groups; shows offsets (the default: start offset and lag
+                             per partition), or --members, or --state; --verbose adds detail
+  --reset-offsets            --group G (which must have no members), one scope (--topic T[:P,P...],
+                             --all-topics, or --from-file CSV), one target (--to-earliest, --to-latest,
+                             --to-offset N, --to-datetime YYYY-MM-DDThh:mm:ss.sss, --to-current), and
+                             --dry-run or --execute; --export prints the plan as CSV
+  --delete                   --group G (repeatable) or --all-groups: delete groups without members
+  --delete-offsets           --group G --topic T (repeatable): forget the group's offsets of topics
+
+Common options:
+  --bootstrap-server HOSTS   required: where to connect
+  --command-config FILE      client properties (security settings)
+  --timeout MS               how long to wait for answers (default 30000)
+  --help, --version
 """
