@@ -1,6 +1,7 @@
 """Print the compatibility matrix of docs/compatibility.md: each API, the versions Kafka 3.9 and
 Kafka 4.x answer (from the JSON schemas in ../shared/kafka-schemas: `validVersions`, and the
-`deprecatedVersions` KIP-896 removed in 4.0) and the versions a shoal broker advertises.
+`deprecatedVersions` KIP-896 removed in 4.0; for Kafka 4.x, the newer definitions in
+shoal/protocol/schemas where there are) and the versions a shoal broker advertises.
 
     .venv/bin/python scripts/compat_matrix.py
 """
@@ -8,6 +9,7 @@ Kafka 4.x answer (from the JSON schemas in ../shared/kafka-schemas: `validVersio
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 
 from shoal.broker.broker import Broker
 from shoal.broker.config import BrokerConfig
@@ -30,18 +32,25 @@ def main() -> None:
     broker = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": tempfile.mkdtemp()}), 1)
     print("| key | API | Kafka 3.9 | Kafka 4.x | shoal |")
     print("|---|---|---|---|---|")
+    shared = {s.name: s for s in load_all(overlay_dir=Path(tempfile.mkdtemp()))}  # the 2024 files alone
     for spec in sorted((s for s in load_all() if s.type == "request" and s.api_key is not None),
                        key=lambda s: s.api_key):
         if "broker" not in spec.listeners:
             continue  # controller-only and ZooKeeper-era inter-broker APIs: no client reaches them
-        lo, hi = spec.valid.lo, spec.valid.hi
-        dep = deprecated(spec.source)
-        lo4 = dep.hi + 1 if dep is not None and dep.lo == lo else lo
+        old = shared.get(spec.name)
         api = broker.apis.get(spec.api_key)
         ours = fmt(api.min_version, api.max_version) if api else "-"
-        unstable = " (unstable, not advertised)" if spec.latest_unstable and lo == hi else ""
-        print(f"| {spec.api_key} | {spec.name.removesuffix('Request')}{unstable} | {fmt(lo, hi)} | "
-              f"{fmt(lo4, hi)} | {ours} |")
+        if old is not None and old.source == spec.source:
+            lo, hi = spec.valid.lo, spec.valid.hi
+            dep = deprecated(spec.source)
+            lo4 = dep.hi + 1 if dep is not None and dep.lo == lo else lo
+            unstable = " (unstable, not advertised)" if spec.latest_unstable and lo == hi else ""
+            v39, v4 = fmt(lo, hi), fmt(lo4, hi)
+        else:  # a Kafka 4.x definition (shoal/protocol/schemas): Kafka 3.9 had it unstable or not at all
+            unstable = ""
+            v39 = f"{fmt(old.valid.lo, old.valid.hi)} (unstable)" if old is not None else "-"
+            v4 = fmt(spec.valid.lo, spec.valid.hi)
+        print(f"| {spec.api_key} | {spec.name.removesuffix('Request')}{unstable} | {v39} | {v4} | {ours} |")
 
 
 if __name__ == "__main__":

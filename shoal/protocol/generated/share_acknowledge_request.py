@@ -32,19 +32,19 @@ _S_qq = _Struct('>qq')
 
 
 class ShareAcknowledgeRequest:
-    """Kafka request ShareAcknowledgeRequest (versions 0-2)."""
+    """Kafka request ShareAcknowledgeRequest (versions 1-2)."""
 
     __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics')
     _FIELDS = __slots__
     NAME = 'ShareAcknowledgeRequest'
     TYPE = 'request'
     API_KEY = 79
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 0
 
     class AcknowledgeTopic:
-        """Kafka struct AcknowledgeTopic of ShareAcknowledgeRequest (versions 0-2)."""
+        """Kafka struct AcknowledgeTopic of ShareAcknowledgeRequest (versions 1-2)."""
 
         __slots__ = ('topic_id', 'partitions')
         _FIELDS = __slots__
@@ -69,7 +69,7 @@ class ShareAcknowledgeRequest:
             return f"AcknowledgeTopic(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
 
     class AcknowledgePartition:
-        """Kafka struct AcknowledgePartition of ShareAcknowledgeRequest (versions 0-2)."""
+        """Kafka struct AcknowledgePartition of ShareAcknowledgeRequest (versions 1-2)."""
 
         __slots__ = ('partition_index', 'acknowledgement_batches')
         _FIELDS = __slots__
@@ -94,7 +94,7 @@ class ShareAcknowledgeRequest:
             return f"AcknowledgePartition(partition_index={self.partition_index!r}, acknowledgement_batches={self.acknowledgement_batches!r})"
 
     class AcknowledgementBatch:
-        """Kafka struct AcknowledgementBatch of ShareAcknowledgeRequest (versions 0-2)."""
+        """Kafka struct AcknowledgementBatch of ShareAcknowledgeRequest (versions 1-2)."""
 
         __slots__ = ('first_offset', 'last_offset', 'acknowledge_types')
         _FIELDS = __slots__

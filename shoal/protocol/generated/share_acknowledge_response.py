@@ -32,19 +32,19 @@ _S_ii = _Struct('>ii')
 
 
 class ShareAcknowledgeResponse:
-    """Kafka response ShareAcknowledgeResponse (versions 0-2)."""
+    """Kafka response ShareAcknowledgeResponse (versions 1-2)."""
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
     _FIELDS = __slots__
     NAME = 'ShareAcknowledgeResponse'
     TYPE = 'response'
     API_KEY = 79
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 0
 
     class ShareAcknowledgeTopicResponse:
-        """Kafka struct ShareAcknowledgeTopicResponse of ShareAcknowledgeResponse (versions 0-2)."""
+        """Kafka struct ShareAcknowledgeTopicResponse of ShareAcknowledgeResponse (versions 1-2)."""
 
         __slots__ = ('topic_id', 'partitions')
         _FIELDS = __slots__
@@ -69,7 +69,7 @@ class ShareAcknowledgeResponse:
             return f"ShareAcknowledgeTopicResponse(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
 
     class PartitionData:
-        """Kafka struct PartitionData of ShareAcknowledgeResponse (versions 0-2)."""
+        """Kafka struct PartitionData of ShareAcknowledgeResponse (versions 1-2)."""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader')
         _FIELDS = __slots__
@@ -98,7 +98,7 @@ class ShareAcknowledgeResponse:
             return f"PartitionData(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, current_leader={self.current_leader!r})"
 
     class LeaderIdAndEpoch:
-        """Kafka struct LeaderIdAndEpoch of ShareAcknowledgeResponse (versions 0-2)."""
+        """Kafka struct LeaderIdAndEpoch of ShareAcknowledgeResponse (versions 1-2)."""
 
         __slots__ = ('leader_id', 'leader_epoch')
         _FIELDS = __slots__
@@ -123,7 +123,7 @@ class ShareAcknowledgeResponse:
             return f"LeaderIdAndEpoch(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
 
     class NodeEndpoint:
-        """Kafka struct NodeEndpoint of ShareAcknowledgeResponse (versions 0-2)."""
+        """Kafka struct NodeEndpoint of ShareAcknowledgeResponse (versions 1-2)."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack')
         _FIELDS = __slots__

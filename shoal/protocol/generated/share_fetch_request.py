@@ -35,19 +35,19 @@ _S_qq = _Struct('>qq')
 
 
 class ShareFetchRequest:
-    """Kafka request ShareFetchRequest (versions 0-2)."""
+    """Kafka request ShareFetchRequest (versions 1-2)."""
 
     __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data')
     _FIELDS = __slots__
     NAME = 'ShareFetchRequest'
     TYPE = 'request'
     API_KEY = 78
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 0
 
     class FetchTopic:
-        """Kafka struct FetchTopic of ShareFetchRequest (versions 0-2)."""
+        """Kafka struct FetchTopic of ShareFetchRequest (versions 1-2)."""
 
         __slots__ = ('topic_id', 'partitions')
         _FIELDS = __slots__
@@ -72,7 +72,7 @@ class ShareFetchRequest:
             return f"FetchTopic(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
 
     class FetchPartition:
-        """Kafka struct FetchPartition of ShareFetchRequest (versions 0-2)."""
+        """Kafka struct FetchPartition of ShareFetchRequest (versions 1-2)."""
 
         __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches')
         _FIELDS = __slots__
@@ -99,7 +99,7 @@ class ShareFetchRequest:
             return f"FetchPartition(partition_index={self.partition_index!r}, partition_max_bytes={self.partition_max_bytes!r}, acknowledgement_batches={self.acknowledgement_batches!r})"
 
     class AcknowledgementBatch:
-        """Kafka struct AcknowledgementBatch of ShareFetchRequest (versions 0-2)."""
+        """Kafka struct AcknowledgementBatch of ShareFetchRequest (versions 1-2)."""
 
         __slots__ = ('first_offset', 'last_offset', 'acknowledge_types')
         _FIELDS = __slots__
@@ -126,7 +126,7 @@ class ShareFetchRequest:
             return f"AcknowledgementBatch(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, acknowledge_types={self.acknowledge_types!r})"
 
     class ForgottenTopic:
-        """Kafka struct ForgottenTopic of ShareFetchRequest (versions 0-2)."""
+        """Kafka struct ForgottenTopic of ShareFetchRequest (versions 1-2)."""
 
         __slots__ = ('topic_id', 'partitions')
         _FIELDS = __slots__

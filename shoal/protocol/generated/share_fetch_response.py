@@ -34,19 +34,19 @@ _S_qqh = _Struct('>qqh')
 
 
 class ShareFetchResponse:
-    """Kafka response ShareFetchResponse (versions 0-2)."""
+    """Kafka response ShareFetchResponse (versions 1-2)."""
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
     _FIELDS = __slots__
     NAME = 'ShareFetchResponse'
     TYPE = 'response'
     API_KEY = 78
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 0
 
     class ShareFetchableTopicResponse:
-        """Kafka struct ShareFetchableTopicResponse of ShareFetchResponse (versions 0-2)."""
+        """Kafka struct ShareFetchableTopicResponse of ShareFetchResponse (versions 1-2)."""
 
         __slots__ = ('topic_id', 'partitions')
         _FIELDS = __slots__
@@ -71,7 +71,7 @@ class ShareFetchResponse:
             return f"ShareFetchableTopicResponse(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
 
     class PartitionData:
-        """Kafka struct PartitionData of ShareFetchResponse (versions 0-2)."""
+        """Kafka struct PartitionData of ShareFetchResponse (versions 1-2)."""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records')
         _FIELDS = __slots__
@@ -108,7 +108,7 @@ class ShareFetchResponse:
             return f"PartitionData(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, acknowledge_error_code={self.acknowledge_error_code!r}, acknowledge_error_message={self.acknowledge_error_message!r}, current_leader={self.current_leader!r}, records={self.records!r}, acquired_records={self.acquired_records!r})"
 
     class LeaderIdAndEpoch:
-        """Kafka struct LeaderIdAndEpoch of ShareFetchResponse (versions 0-2)."""
+        """Kafka struct LeaderIdAndEpoch of ShareFetchResponse (versions 1-2)."""
 
         __slots__ = ('leader_id', 'leader_epoch')
         _FIELDS = __slots__
@@ -133,7 +133,7 @@ class ShareFetchResponse:
             return f"LeaderIdAndEpoch(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
 
     class AcquiredRecords:
-        """Kafka struct AcquiredRecords of ShareFetchResponse (versions 0-2)."""
+        """Kafka struct AcquiredRecords of ShareFetchResponse (versions 1-2)."""
 
         __slots__ = ('first_offset', 'last_offset', 'delivery_count')
         _FIELDS = __slots__
@@ -160,7 +160,7 @@ class ShareFetchResponse:
             return f"AcquiredRecords(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_count={self.delivery_count!r})"
 
     class NodeEndpoint:
-        """Kafka struct NodeEndpoint of ShareFetchResponse (versions 0-2)."""
+        """Kafka struct NodeEndpoint of ShareFetchResponse (versions 1-2)."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack')
         _FIELDS = __slots__

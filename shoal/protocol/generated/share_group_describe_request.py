@@ -29,14 +29,14 @@ _S_o = _Struct('>?')
 
 
 class ShareGroupDescribeRequest:
-    """Kafka request ShareGroupDescribeRequest (versions 0-1)."""
+    """Kafka request ShareGroupDescribeRequest (versions 1-1)."""
 
     __slots__ = ('group_ids', 'include_authorized_operations')
     _FIELDS = __slots__
     NAME = 'ShareGroupDescribeRequest'
     TYPE = 'request'
     API_KEY = 77
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 1
     FLEXIBLE_MIN = 0
 

@@ -32,19 +32,19 @@ _S_ii = _Struct('>ii')
 
 
 class ShareGroupDescribeResponse:
-    """Kafka response ShareGroupDescribeResponse (versions 0-1)."""
+    """Kafka response ShareGroupDescribeResponse (versions 1-1)."""
 
     __slots__ = ('throttle_time_ms', 'groups')
     _FIELDS = __slots__
     NAME = 'ShareGroupDescribeResponse'
     TYPE = 'response'
     API_KEY = 77
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 1
     FLEXIBLE_MIN = 0
 
     class TopicPartitions:
-        """Kafka struct TopicPartitions of ShareGroupDescribeResponse (versions 0-1)."""
+        """Kafka struct TopicPartitions of ShareGroupDescribeResponse (versions 1-1)."""
 
         __slots__ = ('topic_id', 'topic_name', 'partitions')
         _FIELDS = __slots__
@@ -71,7 +71,7 @@ class ShareGroupDescribeResponse:
             return f"TopicPartitions(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r})"
 
     class Assignment:
-        """Kafka struct Assignment of ShareGroupDescribeResponse (versions 0-1)."""
+        """Kafka struct Assignment of ShareGroupDescribeResponse (versions 1-1)."""
 
         __slots__ = ('topic_partitions',)
         _FIELDS = __slots__
@@ -94,7 +94,7 @@ class ShareGroupDescribeResponse:
             return f"Assignment(topic_partitions={self.topic_partitions!r})"
 
     class DescribedGroup:
-        """Kafka struct DescribedGroup of ShareGroupDescribeResponse (versions 0-1)."""
+        """Kafka struct DescribedGroup of ShareGroupDescribeResponse (versions 1-1)."""
 
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
         _FIELDS = __slots__
@@ -133,7 +133,7 @@ class ShareGroupDescribeResponse:
             return f"DescribedGroup(error_code={self.error_code!r}, error_message={self.error_message!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, group_epoch={self.group_epoch!r}, assignment_epoch={self.assignment_epoch!r}, assignor_name={self.assignor_name!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r})"
 
     class Member:
-        """Kafka struct Member of ShareGroupDescribeResponse (versions 0-1)."""
+        """Kafka struct Member of ShareGroupDescribeResponse (versions 1-1)."""
 
         __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment')
         _FIELDS = __slots__

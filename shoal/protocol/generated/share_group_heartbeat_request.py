@@ -29,14 +29,14 @@ _S_i = _Struct('>i')
 
 
 class ShareGroupHeartbeatRequest:
-    """Kafka request ShareGroupHeartbeatRequest (versions 0-1)."""
+    """Kafka request ShareGroupHeartbeatRequest (versions 1-1)."""
 
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names')
     _FIELDS = __slots__
     NAME = 'ShareGroupHeartbeatRequest'
     TYPE = 'request'
     API_KEY = 76
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 1
     FLEXIBLE_MIN = 0
 

@@ -31,19 +31,19 @@ _S_ii = _Struct('>ii')
 
 
 class ShareGroupHeartbeatResponse:
-    """Kafka response ShareGroupHeartbeatResponse (versions 0-1)."""
+    """Kafka response ShareGroupHeartbeatResponse (versions 1-1)."""
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment')
     _FIELDS = __slots__
     NAME = 'ShareGroupHeartbeatResponse'
     TYPE = 'response'
     API_KEY = 76
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 1
     FLEXIBLE_MIN = 0
 
     class TopicPartitions:
-        """Kafka struct TopicPartitions of ShareGroupHeartbeatResponse (versions 0-1)."""
+        """Kafka struct TopicPartitions of ShareGroupHeartbeatResponse (versions 1-1)."""
 
         __slots__ = ('topic_id', 'partitions')
         _FIELDS = __slots__
@@ -68,7 +68,7 @@ class ShareGroupHeartbeatResponse:
             return f"TopicPartitions(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
 
     class Assignment:
-        """Kafka struct Assignment of ShareGroupHeartbeatResponse (versions 0-1)."""
+        """Kafka struct Assignment of ShareGroupHeartbeatResponse (versions 1-1)."""
 
         __slots__ = ('topic_partitions',)
         _FIELDS = __slots__
