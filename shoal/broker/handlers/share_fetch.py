@@ -96,6 +96,11 @@ def _session(ctx: RequestContext, req: Any, adds: list[Partition], forgotten: li
             share.release_session(old, now_ms())
         return session, code
     session, code = share.sessions(ctx.node.node_id).check(req.group_id, req.member_id, req.share_session_epoch)
+    if session is not None and share.left_group(req.group_id, req.member_id):
+        # a member that left (or was fenced) has no session any more; its records go back
+        share.sessions(ctx.node.node_id).close(session)
+        share.release_session(session, now_ms())
+        return None, ErrorCode.SHARE_SESSION_NOT_FOUND
     if session is not None and req.share_session_epoch != FINAL_EPOCH:
         session.update(adds, forgotten)
     return session, code
@@ -236,6 +241,10 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
         return _A(error_code=ErrorCode.INVALID_SHARE_SESSION_EPOCH)
     share = ctx.broker.share
     session, code = share.sessions(ctx.node.node_id).check(req.group_id, req.member_id, req.share_session_epoch)
+    if session is not None and share.left_group(req.group_id, req.member_id):
+        share.sessions(ctx.node.node_id).close(session)
+        share.release_session(session, now_ms())
+        session, code = None, ErrorCode.SHARE_SESSION_NOT_FOUND
     if session is None:
         return _A(error_code=code)
     acks = _acks(req.topics)
