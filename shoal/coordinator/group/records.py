@@ -10,7 +10,9 @@ OffsetCommitValue v1 when an expire timestamp is set, else v3; GroupMetadataValu
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from shoal.protocol.generated.group_metadata_key import GroupMetadataKey
 from shoal.protocol.generated.group_metadata_value import GroupMetadataValue
@@ -82,6 +84,39 @@ def group_metadata_tombstone(group: str) -> tuple[bytes, None]:
 
 
 # ---------------------------------------------------------------- decoding
+
+# ---------------------------------------------------------------- the KIP-848 and share group records
+def typed_key(record_types: dict, record_type: int, group_id: str, member_id: str | None = None) -> bytes:
+    """A modern group record's key: its type (the key version) then the key's fields; ``record_types``
+    maps a type to (key class, value class, whether the key names a member)."""
+    cls, _, with_member = record_types[record_type]
+    key = cls(group_id=group_id, member_id=member_id) if with_member else cls(group_id=group_id)
+    return _H.pack(record_type) + key.encode(record_type)
+
+
+def typed_value(message: Any, version: int = 0) -> bytes:
+    """A modern group record's value at its data version (0 for all of them in Kafka 4.4)."""
+    return _H.pack(version) + message.encode(version)
+
+
+def sorted_pairs(partitions: Mapping[Any, Iterable[int]]) -> list[tuple[Any, list[int]]]:
+    """(topic id, sorted partitions) pairs in topic-id order, topics without partitions left out."""
+    return [(t, sorted(ps)) for t, ps in sorted(partitions.items(), key=lambda kv: str(kv[0])) if ps]
+
+
+def typed_decode_key(record_types: dict, key: bytes | memoryview) -> tuple[int, str, str | None]:
+    """(record type, group id, member id or None) of a modern group record's key."""
+    record_type = _H.unpack_from(key, 0)[0]
+    cls, _, with_member = record_types[record_type]
+    k = cls.decode(memoryview(key)[2:], record_type)
+    return record_type, k.group_id, (k.member_id if with_member else None)
+
+
+def typed_decode_value(record_types: dict, record_type: int, value: bytes | memoryview) -> Any:
+    """A modern group record's value, decoded at the data version it carries."""
+    _, cls, _ = record_types[record_type]
+    return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])
+
 
 def key_version(key: bytes | memoryview) -> int:
     return _H.unpack_from(key, 0)[0]

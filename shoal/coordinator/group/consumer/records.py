@@ -9,11 +9,17 @@ tombstone. Key versions: 3 ConsumerGroupMetadata (group epoch), 4 ConsumerGroupP
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from shoal.coordinator.group.consumer.member import ClassicMeta, ConsumerMember, Partitions
 from shoal.coordinator.group.consumer.topics import TopicMeta
+from shoal.coordinator.group.records import (
+    sorted_pairs,
+    typed_decode_key,
+    typed_decode_value,
+    typed_key,
+    typed_value,
+)
 from shoal.coordinator.result import Record
 from shoal.protocol.generated.consumer_group_current_member_assignment_key import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -66,21 +72,12 @@ RECORD_TYPES: dict[int, tuple[Any, Any, bool]] = {
                                 ConsumerGroupCurrentMemberAssignmentValue, True),
 }
 
-_H = struct.Struct(">h")
-
-
 def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
-    cls, _, with_member = RECORD_TYPES[version]
-    key = cls(group_id=group_id, member_id=member_id) if with_member else cls(group_id=group_id)
-    return _H.pack(version) + key.encode(version)
+    return typed_key(RECORD_TYPES, version, group_id, member_id)
 
 
 def _value(message: Any) -> bytes:
-    return _H.pack(VALUE_VERSION) + message.encode(VALUE_VERSION)
-
-
-def _sorted_pairs(partitions: Partitions) -> list[tuple[Any, list[int]]]:
-    return [(t, sorted(ps)) for t, ps in sorted(partitions.items(), key=lambda kv: str(kv[0])) if ps]
+    return typed_value(message, VALUE_VERSION)
 
 
 # ---------------------------------------------------------------- records
@@ -124,7 +121,7 @@ def member_subscription_tombstone(group_id: str, member_id: str) -> Record:
 def target_assignment_record(group_id: str, member_id: str, partitions: Partitions) -> Record:
     cls = ConsumerGroupTargetAssignmentMemberValue
     value = cls(topic_partitions=[cls.TopicPartition(topic_id=t, partitions=ps)
-                                  for t, ps in _sorted_pairs(partitions)])
+                                  for t, ps in sorted_pairs(partitions)])
     return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), _value(value)
 
 
@@ -145,7 +142,7 @@ def current_assignment_record(group_id: str, m: ConsumerMember) -> Record:
     cls = ConsumerGroupCurrentMemberAssignmentValue
 
     def tps(partitions: Partitions) -> list[Any]:
-        return [cls.TopicPartitions(topic_id=t, partitions=ps) for t, ps in _sorted_pairs(partitions)]
+        return [cls.TopicPartitions(topic_id=t, partitions=ps) for t, ps in sorted_pairs(partitions)]
 
     value = cls(member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=int(m.state),
                 assigned_partitions=tps(m.assigned), partitions_pending_revocation=tps(m.pending_revocation))
@@ -165,15 +162,11 @@ def remove_member_records(group_id: str, member_id: str) -> list[Record]:
 # ---------------------------------------------------------------- decoding
 def decode_key(key: bytes | memoryview) -> tuple[int, str, str | None]:
     """(key version, group id, member id or None) of a consumer group record key."""
-    version = _H.unpack_from(key, 0)[0]
-    cls, _, with_member = RECORD_TYPES[version]
-    k = cls.decode(memoryview(key)[2:], version)
-    return version, k.group_id, (k.member_id if with_member else None)
+    return typed_decode_key(RECORD_TYPES, key)
 
 
 def decode_value(key_version: int, value: bytes | memoryview) -> Any:
-    _, cls, _ = RECORD_TYPES[key_version]
-    return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])
+    return typed_decode_value(RECORD_TYPES, key_version, value)
 
 
 def classic_meta_of(v: Any) -> ClassicMeta | None:

@@ -10,12 +10,18 @@ before Kafka 4.0 and is not replayed.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from shoal.coordinator.group.consumer.member import Partitions
+from shoal.coordinator.group.records import (
+    sorted_pairs,
+    typed_decode_key,
+    typed_decode_value,
+    typed_key,
+    typed_value,
+)
 from shoal.coordinator.result import Record
 from shoal.protocol.generated.share_group_current_member_assignment_key import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -69,21 +75,12 @@ RECORD_TYPES: dict[int, tuple[Any, Any, bool]] = {
     STATE_PARTITION_METADATA: (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, False),
 }
 
-_H = struct.Struct(">h")
-
-
 def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
-    cls, _, with_member = RECORD_TYPES[version]
-    key = cls(group_id=group_id, member_id=member_id) if with_member else cls(group_id=group_id)
-    return _H.pack(version) + key.encode(version)
+    return typed_key(RECORD_TYPES, version, group_id, member_id)
 
 
 def _value(message: Any) -> bytes:
-    return _H.pack(VALUE_VERSION) + message.encode(VALUE_VERSION)
-
-
-def sorted_pairs(partitions: Partitions) -> list[tuple[UUID, list[int]]]:
-    return [(t, sorted(ps)) for t, ps in sorted(partitions.items(), key=lambda kv: str(kv[0])) if ps]
+    return typed_value(message, VALUE_VERSION)
 
 
 # ---------------------------------------------------------------- records and tombstones
@@ -164,12 +161,8 @@ def remove_member_records(group_id: str, member_id: str) -> list[Record]:
 # ---------------------------------------------------------------- decoding
 def decode_key(key: bytes | memoryview) -> tuple[int, str, str | None]:
     """(key version, group id, member id or None) of a share group record key."""
-    version = _H.unpack_from(key, 0)[0]
-    cls, _, with_member = RECORD_TYPES[version]
-    k = cls.decode(memoryview(key)[2:], version)
-    return version, k.group_id, (k.member_id if with_member else None)
+    return typed_decode_key(RECORD_TYPES, key)
 
 
 def decode_value(key_version: int, value: bytes | memoryview) -> Any:
-    _, cls, _ = RECORD_TYPES[key_version]
-    return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])
+    return typed_decode_value(RECORD_TYPES, key_version, value)
