@@ -95,14 +95,22 @@ def _session(ctx: RequestContext, req: Any, adds: list[Partition], forgotten: li
         if old is not None:
             share.release_session(old, now_ms())
         return session, code
-    session, code = share.sessions(ctx.node.node_id).check(req.group_id, req.member_id, req.share_session_epoch)
-    if session is not None and share.left_group(req.group_id, req.member_id):
-        # a member that left (or was fenced) has no session any more; its records go back
-        share.sessions(ctx.node.node_id).close(session)
-        share.release_session(session, now_ms())
-        return None, ErrorCode.SHARE_SESSION_NOT_FOUND
+    session, code = _existing_session(ctx, req)
     if session is not None and req.share_session_epoch != FINAL_EPOCH:
         session.update(adds, forgotten)
+    return session, code
+
+
+def _existing_session(ctx: RequestContext, req: Any) -> tuple[ShareSession | None, ErrorCode]:
+    """The session a later request names, checked; a member that left its group (or was fenced) has
+    none any more: its session ends there and its records go back."""
+    share = ctx.broker.share
+    sessions = share.sessions(ctx.node.node_id)
+    session, code = sessions.check(req.group_id, req.member_id, req.share_session_epoch)
+    if session is not None and share.left_group(req.group_id, req.member_id):
+        sessions.close(session)
+        share.release_session(session, now_ms())
+        return None, ErrorCode.SHARE_SESSION_NOT_FOUND
     return session, code
 
 
@@ -240,11 +248,7 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
     if req.share_session_epoch == INITIAL_EPOCH:
         return _A(error_code=ErrorCode.INVALID_SHARE_SESSION_EPOCH)
     share = ctx.broker.share
-    session, code = share.sessions(ctx.node.node_id).check(req.group_id, req.member_id, req.share_session_epoch)
-    if session is not None and share.left_group(req.group_id, req.member_id):
-        share.sessions(ctx.node.node_id).close(session)
-        share.release_session(session, now_ms())
-        session, code = None, ErrorCode.SHARE_SESSION_NOT_FOUND
+    session, code = _existing_session(ctx, req)
     if session is None:
         return _A(error_code=code)
     acks = _acks(req.topics)
