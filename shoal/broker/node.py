@@ -38,6 +38,7 @@ from shoal.protocol.framing import (
 )
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.fetch_response import FetchResponse
+from shoal.protocol.generated.share_fetch_response import ShareFetchResponse
 
 if TYPE_CHECKING:
     from shoal.broker.apis import Api
@@ -262,8 +263,9 @@ class BrokerNode:
         window can take, as Kafka."""
         quotas, version = self.quotas, ctx.api_version
         user, client_id = quota_user(ctx.principal), ctx.client_id or ""
-        consumer_fetch = ctx.api_key == ApiKey.FETCH and _replica_id(request, version) < 0
-        if consumer_fetch and CONSUMER_BYTE_RATE in enforced and version >= 3:
+        share_fetch = ctx.api_key == ApiKey.SHARE_FETCH  # Kafka counts ShareFetch in the fetch quota too
+        consumer_fetch = share_fetch or ctx.api_key == ApiKey.FETCH and _replica_id(request, version) < 0
+        if consumer_fetch and CONSUMER_BYTE_RATE in enforced and (version >= 3 or share_fetch):
             most = quotas.max_value_in_window(CONSUMER_BYTE_RATE, user, client_id)
             if most is not None:
                 request.max_bytes = max(0, min(request.max_bytes, int(most)))
@@ -294,8 +296,13 @@ class BrokerNode:
                 if CONSUMER_BYTE_RATE in enforced:
                     quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, fetched, now)
                 out = start_response(ctx.correlation_id, header_version)
-                FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0,
-                              responses=[]).encode_into(out, version)
+                if share_fetch:  # as Kafka's throttled ShareFetch: no data; acquired records wait for their lock
+                    ShareFetchResponse(throttle_time_ms=throttle, error_code=0,
+                                       acquisition_lock_timeout_ms=response.acquisition_lock_timeout_ms,
+                                       responses=[], node_endpoints=[]).encode_into(out, version)
+                else:
+                    FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0,
+                                  responses=[]).encode_into(out, version)
         else:
             if throttle > 0 and hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = max(response.throttle_time_ms, throttle)

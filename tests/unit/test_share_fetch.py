@@ -308,3 +308,25 @@ def test_batch_optimized_acquisition_takes_whole_batches_and_record_limit_does_n
             assert acquired(await Member(c, "sg", tid).fetch(max_records=3, version=2, mode=1)) == [(20, 22, 1)]
             await c.close()
     run(go())
+
+
+def test_share_fetches_count_against_the_consumer_byte_rate_quota(tmp_path):
+    from tests.unit.test_broker_quotas import alter
+
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=0)
+            for b in range(4):
+                await produce_one(c, "q", 0, batch(20, size=1000, ts=1000 * (b + 1)))
+            resp = await c.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter(
+                ([("client-id", "raw-test")], [("consumer_byte_rate", 3_000.0)])))
+            assert resp.entries[0].error_code == 0
+            m = Member(c, "sg", tid)
+            # the first share fetch (one batch, ~21 KB) is within the quota: 3000 B/s over 10 s...
+            first = await m.fetch(max_records=20)
+            assert first.throttle_time_ms == 0 and acquired(first) == [(0, 19, 1)]
+            # ...the next goes over: no data, a throttle time, as Kafka's throttled ShareFetch
+            second = await m.fetch(max_records=20)
+            assert second.throttle_time_ms > 0 and second.responses == []
+            await c.close()
+    run(go())

@@ -106,3 +106,22 @@ def test_a_member_that_left_the_group_loses_its_session_and_its_records(tmp_path
             assert acquired(await stays.fetch()) == [(0, 3, 2)]
             await c.close()
     run(go())
+
+
+def test_the_last_acknowledgements_of_a_member_that_leaves_still_apply(tmp_path):
+    """librdkafka's close sends its leave heartbeat beside its final ShareAcknowledge (epoch -1); the
+    heartbeat may be applied first, and the acknowledgements still count (as Kafka)."""
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=4)
+            await broker.coordinators.locate("sg")
+            await broker.coordinators.wait_loaded()
+            m = Member(c, "sg", tid)
+            await heartbeat(c, m, 0)
+            assert acquired(await m.fetch(max_records=4)) == [(0, 3, 1)]
+            await heartbeat(c, m, -1)
+            r = await m.ack([(0, 3, [ACCEPT])], final=True)
+            assert r.error_code == 0 and [p.error_code for t in r.responses for p in t.partitions] == [0]
+            assert broker.share.partition("sg", "q", 0).start_offset == 4
+            await c.close()
+    run(go())

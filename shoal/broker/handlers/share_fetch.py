@@ -107,7 +107,10 @@ def _existing_session(ctx: RequestContext, req: Any) -> tuple[ShareSession | Non
     share = ctx.broker.share
     sessions = share.sessions(ctx.node.node_id)
     session, code = sessions.check(req.group_id, req.member_id, req.share_session_epoch)
-    if session is not None and share.left_group(req.group_id, req.member_id):
+    # a member's last request (epoch -1, sent as it leaves) still acknowledges: librdkafka sends it
+    # beside its leave heartbeat, which may arrive first; Kafka applies it
+    if (session is not None and req.share_session_epoch != FINAL_EPOCH
+            and share.left_group(req.group_id, req.member_id)):
         sessions.close(session)
         share.release_session(session, now_ms())
         return None, ErrorCode.SHARE_SESSION_NOT_FOUND
