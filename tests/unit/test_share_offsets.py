@@ -88,26 +88,6 @@ def test_describe_alter_and_delete_share_group_offsets(tmp_path):
     run(go())
 
 
-def test_a_member_that_left_the_group_loses_its_session_and_its_records(tmp_path):
-    async def go():
-        async with running_broker(tmp_path) as broker:
-            c, tid = await setup(broker, records=4)
-            await broker.coordinators.locate("sg")
-            await broker.coordinators.wait_loaded()
-            gone, stays = Member(c, "sg", tid), Member(c, "sg", tid)
-            await heartbeat(c, gone, 0)
-            await heartbeat(c, stays, 0)
-            assert acquired(await gone.fetch(max_records=4)) == [(0, 3, 1)]
-            await heartbeat(c, gone, -1)  # it leaves the group (or is fenced) but keeps fetching
-            r = await gone.ack([(0, 3, [ACCEPT])])
-            assert r.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
-            sp = broker.share.partition("sg", "q", 0)
-            assert sp.start_offset == 0 and sp.acquired_count() == 0  # nothing accepted, all released
-            assert acquired(await stays.fetch()) == [(0, 3, 2)]
-            await c.close()
-    run(go())
-
-
 def test_the_last_acknowledgements_of_a_member_that_leaves_still_apply(tmp_path):
     """librdkafka's close sends its leave heartbeat beside its final ShareAcknowledge (epoch -1); the
     heartbeat may be applied first, and the acknowledgements still count (as Kafka)."""

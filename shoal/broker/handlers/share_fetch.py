@@ -102,19 +102,11 @@ def _session(ctx: RequestContext, req: Any, adds: list[Partition], forgotten: li
 
 
 def _existing_session(ctx: RequestContext, req: Any) -> tuple[ShareSession | None, ErrorCode]:
-    """The session a later request names, checked; a member that left its group (or was fenced) has
-    none any more: its session ends there and its records go back."""
-    share = ctx.broker.share
-    sessions = share.sessions(ctx.node.node_id)
-    session, code = sessions.check(req.group_id, req.member_id, req.share_session_epoch)
-    # a member's last request (epoch -1, sent as it leaves) still acknowledges: librdkafka sends it
-    # beside its leave heartbeat, which may arrive first; Kafka applies it
-    if (session is not None and req.share_session_epoch != FINAL_EPOCH
-            and share.left_group(req.group_id, req.member_id)):
-        sessions.close(session)
-        share.release_session(session, now_ms())
-        return None, ErrorCode.SHARE_SESSION_NOT_FOUND
-    return session, code
+    """The session a later request names, checked. As in Kafka, the data path does not ask the group
+    coordinator about membership: a session ends when its member closes it or its connection goes
+    (a member that left its group keeps acknowledging what it still holds; what it no longer holds
+    answers INVALID_RECORD_STATE)."""
+    return ctx.broker.share.sessions(ctx.node.node_id).check(req.group_id, req.member_id, req.share_session_epoch)
 
 
 def _leader(ctx: RequestContext, name: str | None, index: int) -> Any:

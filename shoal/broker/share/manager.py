@@ -84,21 +84,6 @@ class SharePartitions:
             cache = self._sessions[node_id] = ShareSessionCache(self._max_sessions)
         return cache
 
-    def left_group(self, group_id: str, member_id: str) -> bool:
-        """Whether the member is known to have left its share group (left, or fenced when its session
-        timed out): its group exists on a loaded coordinator without it. Its share sessions then
-        end and its records are released, as Kafka's share-group listener does."""
-        coordinators = self.broker.coordinators
-        partition = coordinators.partition_for(group_id)
-        rt = coordinators.leader_runtime(partition)
-        shard = rt.shard(partition) if rt is not None and rt.status(partition) == ErrorCode.NONE else None
-        if shard is None:
-            return False
-        from shoal.coordinator.group.share.group import ShareGroup
-
-        group = shard.groups.get(group_id)
-        return isinstance(group, ShareGroup) and member_id not in group.members
-
     # ---------------------------------------------------------------- partitions
     def partition(self, group_id: str, topic: str, index: int) -> SharePartition:
         """The share partition in memory (KeyError if it was never loaded here)."""
