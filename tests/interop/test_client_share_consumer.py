@@ -266,3 +266,59 @@ def test_sync_share_consumer(broker: ShoalProcess) -> None:
     assert sorted(r.offset for r in got) == list(range(50))
     acked = set().union(*(offs for offs, err in seen if err is None))
     assert acked == set(range(50)), sorted(set(range(50)) - acked)
+
+
+def test_a_killed_consumers_records_come_back_with_delivery_count_2(broker: ShoalProcess) -> None:
+    """A ShareConsumer process killed (SIGKILL) while holding records: another gets them, count 2."""
+    import signal
+    import subprocess
+    import sys
+
+    topic, group = setup_topic(broker, 4)
+    script = (
+        "import sys, time\n"
+        "from shoal.client import ShareConsumer\n"
+        f"c = ShareConsumer({conf(broker, group, **{'share.acknowledgement.mode': 'explicit'})!r})\n"
+        f"c.subscribe([{topic!r}])\n"
+        "got = []\n"
+        "while len(got) < 4:\n"
+        "    got += c.poll(200)\n"
+        "print('held', len(got), flush=True)\n"
+        "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held 4"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+        async def run() -> list[ShareConsumerRecord]:
+            async with AIOShareConsumer(conf(broker, group)) as c:
+                c.subscribe([topic])
+                return await poll_until(c, 4)
+
+        again = asyncio.run(run())
+        assert sorted((r.offset, r.delivery_count) for r in again) == [(i, 2) for i in range(4)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_the_delivery_limit_archives_a_poison_record(broker: ShoalProcess) -> None:
+    topic, group = setup_topic(broker, 3)
+    asyncio.run(set_group_config(broker.bootstrap, group, "share.delivery.count.limit", "2"))
+
+    async def run() -> list[tuple[int, int]]:
+        seen: list[tuple[int, int]] = []
+        async with AIOShareConsumer(conf(broker, group, **{"share.acknowledgement.mode": "explicit"})) as c:
+            c.subscribe([topic])
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                for r in await c.poll(200):
+                    seen.append((r.offset, r.delivery_count))
+                    # record 1 is poison: released every time; the others are accepted
+                    c.acknowledge(r, AcknowledgeType.RELEASE if r.offset == 1 else AcknowledgeType.ACCEPT)
+        return seen
+
+    seen = asyncio.run(run())
+    assert sorted(seen) == [(0, 1), (1, 1), (1, 2), (2, 1)], seen

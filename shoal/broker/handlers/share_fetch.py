@@ -152,17 +152,26 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
     # ShareAcquireMode (v2): 0 batch_optimized (v1's only mode), 1 record_limit (KIP-1206)
     batch_optimized = ctx.api_version < 2 or req.share_acquire_mode == 0
     while True:
+        if not _still_wanted(ctx, session):
+            # the client went away while this fetch waited: acquiring for it now would strand the
+            # records under its lock (its connection's end already released what it held)
+            return _response(ctx, {}, ack_results, lock_ms)
         fetched = {} if renew_only else await _fetch(ctx, session, readable, max_records, req.max_bytes,
                                                      batch_optimized)
         remaining = deadline - now_ms()
         acquired = any(data.get("ranges") for data in fetched.values())
-        if acquired or remaining <= 0 or renew_only or not ctx.node.running \
-                or share.sessions(ctx.node.node_id).get(group_id, member_id) is not session:
+        if acquired or remaining <= 0 or renew_only or not ctx.node.running:
             break
         waits = [(n, i) for (t, i) in session.partitions
                  if (n := _name(ctx, t)) is not None and n in readable]
         await ctx.broker.fetch_waiters.wait(waits, remaining / 1000)
     return _response(ctx, fetched, ack_results, lock_ms)
+
+
+def _still_wanted(ctx: RequestContext, session: ShareSession) -> bool:
+    """Whether the fetch's session is still open and its connection still there."""
+    current = ctx.broker.share.sessions(ctx.node.node_id).get(session.group_id, session.member_id)
+    return current is session and not (ctx.connection is not None and ctx.connection.closed)
 
 
 def _name(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
