@@ -29,7 +29,9 @@ FIELDS = ("value", "source", "type", "sensitive", "read_only", "synonyms")
 # Static properties given to both brokers. num.partitions is set to its default on purpose: Kafka
 # reports a property given in the file as STATIC_BROKER_CONFIG even when it equals the default.
 STATIC = {"num.partitions": "1", "log.retention.hours": "100", "offsets.topic.replication.factor": "1",
-          "transaction.state.log.replication.factor": "1"}
+          "transaction.state.log.replication.factor": "1",
+          # the Kafka harness gives a one-node Kafka these (its share coordinator needs them); shoal too here
+          "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1"}
 TOPIC_CONFIGS = {"retention.ms": "123456", "cleanup.policy": "compact"}
 
 # (resource type, config name) -> (the fields allowed to differ, why). Keep every entry reasoned.
