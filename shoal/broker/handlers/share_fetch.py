@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.broker.apis import Access, handles
 from shoal.broker.authorize import allowed, filter_allowed
+from shoal.broker.handlers.fetch import leader_error
 from shoal.broker.share.manager import ShareStateError
 from shoal.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from shoal.clock import now_ms
@@ -53,16 +54,12 @@ def _acks(topics: Any) -> dict[Partition, AckBatches]:
 
 
 def _partition_error(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[str | None, ErrorCode]:
-    """The topic's name, and why this node cannot serve the partition (or NONE)."""
-    broker = ctx.broker
-    info = broker.metadata.by_id.get(topic_id)
+    """The topic's name, and why this node cannot serve the partition (or NONE): Fetch's checks (no
+    leader epoch is named in a share fetch)."""
+    info = ctx.broker.metadata.by_id.get(topic_id)
     if info is None:
         return None, ErrorCode.UNKNOWN_TOPIC_ID
-    if not 0 <= index < info.num_partitions:
-        return info.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if broker.metadata.leader(info.name, index) != ctx.node.node_id:
-        return info.name, ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return info.name, ErrorCode.NONE
+    return info.name, leader_error(ctx, info.name, index, -1)
 
 
 async def _apply_acks(ctx: RequestContext, group_id: str, member_id: str, acks: dict[Partition, AckBatches],
