@@ -221,7 +221,8 @@ class SharePartitions:
         sp = await self.load(group_id, topic, index)
         plog = self.broker.partition_log(topic, index)
         start = max(sp.fetch_offset(), plog.log_start_offset)
-        bound = plog.last_stable_offset if self.read_committed(group_id) else plog.high_watermark
+        committed = self.read_committed(group_id)
+        bound = plog.last_stable_offset if committed else plog.high_watermark
         if start >= bound or max_records <= 0:
             return Acquired(b"", [])
         buf, _end = plog.read_with_end(start, max(1, max_bytes), min_one=True, max_offset=bound)
@@ -229,7 +230,7 @@ class SharePartitions:
             return Acquired(b"", [])
         data = bytes(buf)
         batches = [h for h in iter_batches(data) if h.base_offset + h.last_offset_delta >= start]
-        if self.read_committed(group_id) and batches:
+        if committed and batches:
             # read_committed: records of aborted transactions are never delivered (they are gaps,
             # left behind as Kafka archives them)
             last = batches[-1].base_offset + batches[-1].last_offset_delta
