@@ -186,11 +186,8 @@ async def delete_share_group_offsets(ctx: RequestContext,
             error_message=error_message))
     if deleted:  # the topics leave the group's ShareGroupStatePartitionMetadata
         coordinators = ctx.broker.coordinators
-
-        def forget(shard: Any, _now: int) -> Any:
-            shard._begin()
-            shard.share.forget_topics(req.group_id, deleted)
-            return shard._end()
-        await coordinators.runtime(ctx.node.node_id).run_event(coordinators.partition_for(req.group_id), forget)
+        await coordinators.runtime(ctx.node.node_id).run_event(
+            coordinators.partition_for(req.group_id),
+            lambda shard, now: shard.forget_share_topics(req.group_id, deleted, now))
     return _DE(error_code=ErrorCode.NONE, responses=out)
 

@@ -138,6 +138,13 @@ class GroupCoordinatorShard(ShardSkeleton):
         self.timers.schedule(RETENTION_TIMER, now_ms + self.config.offsets_retention_check_interval_ms,
                              self._on_retention_check)
 
+    def forget_share_topics(self, group_id: str, topic_ids: set[uuid.UUID], now_ms: int) -> CoordinatorResult:
+        """DeleteShareGroupOffsets deleted these topics' share state: they leave the share group's
+        ShareGroupStatePartitionMetadata."""
+        self._begin()
+        self.share.forget_topics(group_id, topic_ids)
+        return self._end()
+
     def delete_offsets_for_topics(self, topics: set[str] | list[str], now_ms: int) -> CoordinatorResult:
         """Topics were deleted: drop their offsets (and groups left Empty without offsets)."""
         self._begin()
