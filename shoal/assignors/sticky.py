@@ -189,11 +189,7 @@ def _constrained(
     for m in members:
         lst = kept0.get(m, [])
         n = len(lst)
-        if n > min_q and slots > 0:
-            keep = max_q
-            slots -= 1
-        else:
-            keep = min(n, min_q)
+        keep, slots = _quota_keep(n, min_q, max_q, slots)
         if keep < n:
             dropped.extend(lst[keep:])
             lst = lst[:keep]
@@ -228,6 +224,13 @@ def _constrained(
         for m, lst in new.items():
             new[m] = [tp for tp in lst if tp not in held]
     return {m: kept[m] + new[m] if m in new else kept[m] for m in members}
+
+
+def _quota_keep(n: int, min_q: int, max_q: int, slots: int) -> tuple[int, int]:
+    """How many of its ``n`` owned partitions a member keeps, and the ``max_q`` slots then left."""
+    if n > min_q and slots > 0:
+        return max_q, slots - 1
+    return min(n, min_q), slots
 
 
 def _deal_rounds(
@@ -292,12 +295,7 @@ class _RackQuota:
                 prev[tp] = m
             on = [tp for tp in lst if not self.mismatch(m, tp)]
             off_rack[m] = [tp for tp in lst if self.mismatch(m, tp)]
-            n = len(on)
-            if n > self.min_q and self.slots > 0:
-                keep = self.max_q
-                self.slots -= 1
-            else:
-                keep = min(n, self.min_q)
+            keep, self.slots = _quota_keep(len(on), self.min_q, self.max_q, self.slots)
             self.kept[m] = on[:keep]
         for lst in self.kept.values():
             self.taken.update(lst)

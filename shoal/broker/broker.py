@@ -13,10 +13,9 @@ import asyncio
 import base64
 import logging
 import uuid
-from pathlib import Path
 
 from shoal.broker.apis import ApiRegistry
-from shoal.broker.config import PASSIVE_DYNAMIC_BROKER_DEFAULTS, BrokerConfig, ConfigError
+from shoal.broker.config import PASSIVE_DYNAMIC_BROKER_DEFAULTS, BrokerConfig, ConfigError, parse_properties
 from shoal.broker.connection import RequestMemory, ResponseMemory
 from shoal.broker.coordinators import GroupCoordinators, TxnCoordinators
 from shoal.broker.fetch_waiters import FetchWaiters
@@ -51,15 +50,6 @@ log = logging.getLogger(__name__)
 def _new_cluster_id() -> str:
     # Kafka's cluster ids are url-safe base64 of a UUID, 22 characters.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _read_meta_properties(path: Path) -> dict[str, str]:
-    out = {}
-    for line in path.read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
 
 
 class Broker:
@@ -116,7 +106,7 @@ class Broker:
         meta = self.log_dirs[0] / "meta.properties"
         configured = self.config.get("cluster.id").strip()
         if meta.exists():
-            stored = _read_meta_properties(meta).get("cluster.id", "")
+            stored = parse_properties(meta.read_text()).get("cluster.id", "")
             if stored:
                 return stored
         cid = configured or _new_cluster_id()
@@ -132,9 +122,7 @@ class Broker:
         for node in self.nodes.values():
             await node.start()
         self.metadata.set_live(self.node_ids)
-        await self.coordinators.on_leadership_changed()
-        await self.txn_coordinators.on_leadership_changed()
-        await self.share_coordinators.on_leadership_changed()
+        await self._coordinators_follow()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         port = self.config.get_optional_int("metrics.port")
         if port is not None:
@@ -143,30 +131,29 @@ class Broker:
 
     async def stop_node(self, node_id: int) -> None:
         """Stop one node: its connections close and its partitions get new leaders."""
-        node = self.nodes[node_id]
-        await node.stop()
-        self.metadata.set_live(n for n, nd in self.nodes.items() if nd.running)
-        await self.coordinators.on_leadership_changed()
-        await self.txn_coordinators.on_leadership_changed()
-        await self.share_coordinators.on_leadership_changed()
-        self.share.leadership_changed()  # share partitions follow their partitions' leaders
+        await self.nodes[node_id].stop()
+        await self._live_nodes_changed()
 
     async def start_node(self, node_id: int) -> None:
         await self.nodes[node_id].start()
+        await self._live_nodes_changed()
+
+    async def _live_nodes_changed(self) -> None:
         self.metadata.set_live(n for n, nd in self.nodes.items() if nd.running)
-        await self.coordinators.on_leadership_changed()
-        await self.txn_coordinators.on_leadership_changed()
-        await self.share_coordinators.on_leadership_changed()
+        await self._coordinators_follow()
         self.share.leadership_changed()  # share partitions follow their partitions' leaders
+
+    async def _coordinators_follow(self) -> None:
+        """Each coordinator kind loads the partitions of its topic a node now leads, unloads the rest."""
+        for coordinators in (self.coordinators, self.txn_coordinators, self.share_coordinators):
+            await coordinators.on_leadership_changed()
 
     async def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
         """A partition's new replica list (AlterPartitionReassignments): complete at once, as every
         node shares the storage; its leader becomes the first live replica of the new list."""
         self.metadata.set_replicas(topic, partition, replicas)
         if topic in INTERNAL_TOPICS:  # coordinators follow the leadership of their topics
-            await self.coordinators.on_leadership_changed()
-            await self.txn_coordinators.on_leadership_changed()
-            await self.share_coordinators.on_leadership_changed()
+            await self._coordinators_follow()
         self.share.leadership_changed()
 
     async def close(self) -> None:
@@ -280,39 +267,31 @@ class Broker:
         return self.create_topic(name, self.config.get_int("num.partitions"),
                                  min(self.config.get_int("default.replication.factor"), len(self.node_ids)))
 
-    def ensure_offsets_topic(self) -> TopicInfo:
-        info = self.metadata.topics.get(OFFSETS_TOPIC)
-        if info is None:
-            rf = min(self.config.get_int("offsets.topic.replication.factor"), len(self.node_ids))
-            info = self.create_topic(
-                OFFSETS_TOPIC, self.config.get_int("offsets.topic.num.partitions"), rf,
-                {"cleanup.policy": "compact", "compression.type": "producer",
-                 "segment.bytes": self.config.get("offsets.topic.segment.bytes")})
-        return info
-
-    def ensure_transaction_topic(self) -> TopicInfo:
-        info = self.metadata.topics.get(TRANSACTION_TOPIC)
+    def _ensure_internal_topic(self, name: str, prefix: str, configs: dict[str, str]) -> TopicInfo:
+        """Create internal topic ``name`` on first use from the ``<prefix>.num.partitions``,
+        ``.replication.factor`` and ``.segment.bytes`` broker configs."""
+        info = self.metadata.topics.get(name)
         if info is None:
             # Replication capped at the node count: RF 3 on one node would leave the topic unusable.
-            rf = min(self.config.get_int("transaction.state.log.replication.factor"), len(self.node_ids))
-            info = self.create_topic(
-                TRANSACTION_TOPIC, self.config.get_int("transaction.state.log.num.partitions"), rf,
-                {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                 "segment.bytes": self.config.get("transaction.state.log.segment.bytes")})
+            rf = min(self.config.get_int(f"{prefix}.replication.factor"), len(self.node_ids))
+            if name == SHARE_STATE_TOPIC:  # min ISR capped likewise
+                configs["min.insync.replicas"] = str(min(self.config.get_int(f"{prefix}.min.isr"), rf))
+            info = self.create_topic(name, self.config.get_int(f"{prefix}.num.partitions"), rf,
+                                     {**configs, "segment.bytes": self.config.get(f"{prefix}.segment.bytes")})
         return info
+
+    def ensure_offsets_topic(self) -> TopicInfo:
+        return self._ensure_internal_topic(OFFSETS_TOPIC, "offsets.topic",
+                                           {"cleanup.policy": "compact", "compression.type": "producer"})
+
+    def ensure_transaction_topic(self) -> TopicInfo:
+        return self._ensure_internal_topic(TRANSACTION_TOPIC, "transaction.state.log",
+                                           {"cleanup.policy": "compact", "compression.type": "uncompressed"})
 
     def ensure_share_state_topic(self) -> TopicInfo:
         """`__share_group_state` (KIP-932's share coordinator), created on first use as Kafka does."""
-        info = self.metadata.topics.get(SHARE_STATE_TOPIC)
-        if info is None:
-            # Replication and min ISR capped at the node count, as for the other internal topics.
-            # Kafka 4.4 creates it cleanup.policy=delete, retention.ms=-1 and trims it with DeleteRecords
-            # below the oldest offset a state still needs; shoal has no such pruner and writes every
-            # change as a whole ShareSnapshot, so a compacted topic keeps exactly the live states.
-            rf = min(self.config.get_int("share.coordinator.state.topic.replication.factor"), len(self.node_ids))
-            min_isr = min(self.config.get_int("share.coordinator.state.topic.min.isr"), rf)
-            info = self.create_topic(
-                SHARE_STATE_TOPIC, self.config.get_int("share.coordinator.state.topic.num.partitions"), rf,
-                {"cleanup.policy": "compact", "compression.type": "producer", "min.insync.replicas": str(min_isr),
-                 "segment.bytes": self.config.get("share.coordinator.state.topic.segment.bytes")})
-        return info
+        # Kafka 4.4 creates it cleanup.policy=delete, retention.ms=-1 and trims it with DeleteRecords
+        # below the oldest offset a state still needs; shoal has no such pruner and writes every
+        # change as a whole ShareSnapshot, so a compacted topic keeps exactly the live states.
+        return self._ensure_internal_topic(SHARE_STATE_TOPIC, "share.coordinator.state.topic",
+                                           {"cleanup.policy": "compact", "compression.type": "producer"})

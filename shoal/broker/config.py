@@ -298,8 +298,7 @@ class BrokerConfig:
         copy = BrokerConfig.__new__(BrokerConfig)
         copy.props = self.props
         copy.explicit = self.explicit
-        copy.dynamic_default = dict(default)
-        copy.dynamic_node = dict(node)
+        copy.set_dynamic(default, node)
         copy._validate()
         return copy
 

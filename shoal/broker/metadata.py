@@ -174,6 +174,12 @@ class ClusterMetadata:
         if self._log.records > max(1000, 4 * live):
             self._log.rewrite(self._snapshot())
 
+    def _record_and_apply(self, store: Any, records: list[dict[str, Any]]) -> None:
+        """Make a store's change records durable, then apply them to it."""
+        self._record(*records)
+        for record in records:
+            store.apply(record)
+
     def close(self) -> None:
         if self._log is not None:
             self._log.close()
@@ -247,27 +253,19 @@ class ClusterMetadata:
                     upsertions: list[Upsertion]) -> list[UserResult]:
         """AlterUserScramCredentials: validate, make durable, apply; each user's result."""
         results, records = self.scram.alter(deletions, upsertions)
-        self._record(*records)
-        for record in records:
-            self.scram.apply(record)
+        self._record_and_apply(self.scram, records)
         return results
 
     def create_acls(self, bindings: list[AclBinding]) -> list[AclError | None]:
         """CreateAcls: validate, make the new bindings durable, apply; each binding's error or None."""
         errors, new = self.acls.create(bindings, apply=False)
-        records = [acl_record(b, "create") for b in new]
-        self._record(*records)
-        for record in records:
-            self.acls.apply(record)
+        self._record_and_apply(self.acls, [acl_record(b, "create") for b in new])
         return errors
 
     def delete_acls(self, filters: list[AclBindingFilter]) -> list[DeleteFilterResult]:
         """DeleteAcls: each filter's error or the bindings it matched, removed durably."""
         results, removed = self.acls.delete(filters, apply=False)
-        records = [acl_record(b, "delete") for b in removed]
-        self._record(*records)
-        for record in records:
-            self.acls.apply(record)
+        self._record_and_apply(self.acls, [acl_record(b, "delete") for b in removed])
         return results
 
     def alter_client_quotas(self, alterations: list[tuple[list[tuple[str, str | None]], list[tuple[str, float | None]]]],
@@ -276,9 +274,7 @@ class ClusterMetadata:
         each entity's result."""
         results, records = self.quotas.alter(alterations)
         if not validate_only:
-            self._record(*records)
-            for record in records:
-                self.quotas.apply(record)
+            self._record_and_apply(self.quotas, records)
         return results
 
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None:

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from shoal.storage.segment import fsync_dir
+
 log = logging.getLogger(__name__)
 
 LOG_NAME = "__cluster_metadata.log"
@@ -111,11 +113,7 @@ class MetadataLog:
         self.close()
         os.replace(tmp, self.path)
         if self.fsync:
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            fsync_dir(self.path.parent)
         self.records = count
 
     def close(self) -> None:

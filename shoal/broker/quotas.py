@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.protocol.errors import ErrorCode
+from shoal.protocol.errors import ErrorCode, Refusal
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -113,17 +113,7 @@ class AlterResult:
     message: str | None = None
 
 
-class QuotaFilterError(Exception):
-    """A DescribeClientQuotas filter Kafka refuses: the response's error code and message."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _fmt_double(v: float) -> str:
-    return repr(float(v))
+QuotaFilterError = Refusal  # a DescribeClientQuotas filter Kafka refuses
 
 
 class QuotaStore:
@@ -248,7 +238,7 @@ class QuotaStore:
     # -- DescribeClientQuotas -------------------------------------------------------------
     def describe(self, components: list[tuple[str, int, str | None]], strict: bool
                  ) -> list[tuple[Entity, dict[str, float]]]:
-        """The entities a filter matches, with their values; raises QuotaFilterError as Kafka refuses
+        """The entities a filter matches, with their values; raises Refusal as Kafka refuses
         a filter. ``components``: (entity type, match type, match)."""
         exact, typed = _parse_filter(components)
         out = []
@@ -304,32 +294,32 @@ def _parse_filter(components: list[tuple[str, int, str | None]]) -> tuple[dict[s
     typed: set[str] = set()
     for entity_type, match_type, match in components:
         if not entity_type:
-            raise QuotaFilterError(ErrorCode.INVALID_REQUEST, "Invalid empty entity type.")
+            raise Refusal(ErrorCode.INVALID_REQUEST, "Invalid empty entity type.")
         if entity_type in exact or entity_type in typed:
-            raise QuotaFilterError(ErrorCode.INVALID_REQUEST,
+            raise Refusal(ErrorCode.INVALID_REQUEST,
                                    f"Entity type {entity_type} cannot appear more than once in the filter.")
         if entity_type not in (IP, USER, CLIENT_ID):
-            raise QuotaFilterError(ErrorCode.UNSUPPORTED_VERSION, f"Unsupported entity type {entity_type}")
+            raise Refusal(ErrorCode.UNSUPPORTED_VERSION, f"Unsupported entity type {entity_type}")
         if match_type == MATCH_EXACT:
             if match is None:
-                raise QuotaFilterError(ErrorCode.INVALID_REQUEST,
+                raise Refusal(ErrorCode.INVALID_REQUEST,
                                        "Request specified MATCH_TYPE_EXACT, but set match string to null.")
             exact[entity_type] = match
         elif match_type == MATCH_DEFAULT:
             if match is not None:
-                raise QuotaFilterError(ErrorCode.INVALID_REQUEST,
+                raise Refusal(ErrorCode.INVALID_REQUEST,
                                        "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
             exact[entity_type] = None
         elif match_type == MATCH_SPECIFIED:
             if match is not None:
-                raise QuotaFilterError(ErrorCode.INVALID_REQUEST,
+                raise Refusal(ErrorCode.INVALID_REQUEST,
                                        "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
             typed.add(entity_type)
         else:
-            raise QuotaFilterError(ErrorCode.INVALID_REQUEST, f"Unknown match type {match_type}")
+            raise Refusal(ErrorCode.INVALID_REQUEST, f"Unknown match type {match_type}")
     if (IP in exact or IP in typed) and (USER in exact or USER in typed or CLIENT_ID in exact
                                         or CLIENT_ID in typed):
-        raise QuotaFilterError(ErrorCode.INVALID_REQUEST,
+        raise Refusal(ErrorCode.INVALID_REQUEST,
                                "Invalid entity filter component combination. IP filter component should not be "
                                "used with user or clientId filter component.")
     return exact, typed

@@ -23,15 +23,6 @@ if TYPE_CHECKING:
     from shoal.storage import LogConfig, LogManager, PartitionLog
 
 
-class NodeView(Protocol):
-    """One broker node as handlers see it."""
-
-    node_id: int
-    advertised_host: str
-    port: int
-    running: bool
-
-
 class BrokerServices(Protocol):
     """The broker state and operations that request handlers use."""
 

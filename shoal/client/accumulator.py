@@ -18,6 +18,7 @@ from typing import Any
 
 from shoal.protocol.record_batch import EncodedRecords, build_batch, build_batch_encoded
 
+from .errors import KafkaTimeoutError
 from .structs import RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -91,21 +92,16 @@ class ProducerBatch:
 
     def encode(self, compression: int) -> bytes:
         """The RecordBatch bytes.  The one place producer id/epoch/sequence enter a batch."""
-        if self.payload is None and isinstance(self.rows, EncodedRecords):
-            self.payload = build_batch_encoded(
-                self.rows, compression=compression, producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
-                is_transactional=self.is_transactional)
         if self.payload is None:
-            self.payload = build_batch(
-                self.rows if self.rows is not None else [(r.timestamp, r.key, r.value, r.headers)
-                                                         for r in self.records],
-                compression=compression,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence,
-                is_transactional=self.is_transactional,
-            )
+            header: dict[str, Any] = dict(
+                compression=compression, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence, is_transactional=self.is_transactional)
+            if isinstance(self.rows, EncodedRecords):
+                self.payload = build_batch_encoded(self.rows, **header)
+            else:
+                rows = self.rows if self.rows is not None else [(r.timestamp, r.key, r.value, r.headers)
+                                                                for r in self.records]
+                self.payload = build_batch(rows, **header)
         return self.payload
 
     def metadata(self, i: int) -> RecordMetadata:
@@ -205,8 +201,6 @@ class RecordFuture:
 
     def _wait(self, timeout: float | None) -> None:
         if not self._batch.done and not self._batch.wait(timeout):
-            from .errors import KafkaTimeoutError
-
             raise KafkaTimeoutError(f"record not acknowledged within {timeout}s")
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
@@ -256,7 +250,6 @@ class RecordAccumulator:
             if q[-1].try_append(rec, self.batch_size):
                 self._grow(q[-1].size - before)
                 return q[-1], False
-        if q:
             q[-1].closed = True
         b = ProducerBatch(tp, now)
         b.try_append(rec, self.batch_size)

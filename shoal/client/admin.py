@@ -6,19 +6,18 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from shoal.assignors.types import TopicPartition as _TP  # noqa: F401 - same type as structs
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 
 from . import assignment as ap
-from .cluster import KafkaClient, now_ms
+from .cluster import AsyncCore, KafkaClient, now_ms
 from .config import ADMIN_DEFAULTS, make_config
 from .consumer import list_offsets
 from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from .member_offsets import offset_commit_topics
 from .protocol import request_class
-from .structs import OffsetAndMetadata, TopicPartition
-from .sync import _LoopThread, _SyncFace
+from .structs import OffsetAndMetadata, TopicPartition, by_topic
+from .sync import _SyncFace
 
 RETRY_CODES = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
@@ -83,7 +82,7 @@ def _err(code: int, msg: str | None = None) -> KafkaError | None:
     return None if code == 0 else error_for(code, msg)
 
 
-class AIOAdminClient:
+class AIOAdminClient(AsyncCore):
     """Asyncio admin client.  Per-item results map names to ``None`` (ok) or a ``KafkaError``."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -99,13 +98,6 @@ class AIOAdminClient:
     async def close(self) -> None:
         await self.client.close()
 
-    async def __aenter__(self) -> AIOAdminClient:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
-
     async def _controller(self) -> int:
         await self.start()
         await self.client.refresh_metadata([])
@@ -114,15 +106,13 @@ class AIOAdminClient:
             cid = next(iter(self.client.cluster.brokers))
         return cid
 
-    async def _coordinator(self, group_id: str) -> int:
-        await self.start()
-        return await self.client.find_coordinator(group_id, 0, now_ms() + self.config["default.api.timeout.ms"])
-
     async def _group_call(self, group_id: str, request: Any) -> Any:
         """Send to the group's coordinator, rediscovering it on coordinator errors."""
         deadline = now_ms() + self.config["default.api.timeout.ms"]
         while True:
-            node = await self._coordinator(group_id)
+            await self.start()
+            timeout_ms = self.config["default.api.timeout.ms"]
+            node = await self.client.find_coordinator(group_id, 0, now_ms() + timeout_ms)
             try:
                 resp = await self.client.send(node, request)
             except (KafkaConnectionError, KafkaTimeoutError):
@@ -250,10 +240,8 @@ class AIOAdminClient:
         cls = request_class(ApiKey.OFFSET_FETCH)
         topics = None
         if partitions is not None:
-            by: dict[str, list[int]] = {}
-            for tp in partitions:
-                by.setdefault(tp[0], []).append(tp[1])
-            topics = [cls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by.items()]
+            topics = [cls.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                      for t, ps in by_topic((tp, tp[1]) for tp in partitions).items()]
         deadline = now_ms() + self.config["default.api.timeout.ms"]
         while True:
             resp = await self._group_call(group_id, cls(group_id=group_id, topics=topics,
@@ -296,9 +284,7 @@ class AIOAdminClient:
     async def delete_group_offsets(self, group_id: str, partitions: list[TopicPartition]
                                    ) -> dict[TopicPartition, KafkaError | None]:
         cls = request_class(ApiKey.OFFSET_DELETE)
-        by: dict[str, list[Any]] = {}
-        for tp in partitions:
-            by.setdefault(tp[0], []).append(cls.OffsetDeleteRequestPartition(partition_index=tp[1]))
+        by = by_topic((tp, cls.OffsetDeleteRequestPartition(partition_index=tp[1])) for tp in partitions)
         resp = await self._group_call(group_id, cls(group_id=group_id, topics=[
             cls.OffsetDeleteRequestTopic(name=t, partitions=ps) for t, ps in by.items()]))
         if resp.error_code:
@@ -312,8 +298,7 @@ class AdminClient(_SyncFace):
     """Synchronous face of :class:`AIOAdminClient` (same methods, blocking)."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self._lt = _LoopThread("shoal-admin")
-        self._core = AIOAdminClient(config, **kwargs)
+        super().__init__(AIOAdminClient(config, **kwargs), "shoal-admin")
         self._start()
 
     def __getattr__(self, name: str) -> Any:
@@ -329,6 +314,4 @@ class AdminClient(_SyncFace):
         return call
 
     def close(self) -> None:
-        if not self._lt.loop.is_closed():
-            self._lt.run(self._core.close())
-            self._lt.stop()
+        self._shutdown(self._core.close)

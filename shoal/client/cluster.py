@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 # The client times deadlines and back-offs: a clock that never goes back.
 from shoal.clock import monotonic_ms as now_ms
@@ -19,8 +20,6 @@ from .errors import KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailableE
 from .protocol import request_class
 
 log = logging.getLogger(__name__)
-
-
 
 
 @dataclass
@@ -81,6 +80,31 @@ class ClusterMetadata:
         if info is None:
             return -1
         return info.leaders.get(partition, -1)
+
+
+async def cancel_and_wait(task: asyncio.Task | None) -> None:
+    """Cancel ``task`` (if there is one) and wait until it has finished."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+
+class AsyncCore:
+    """An asyncio client core as an async context manager: started on entry, closed on exit."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
 
 
 class KafkaClient:
@@ -148,9 +172,6 @@ class KafkaClient:
         self._conns[key] = c
         return c
 
-    def connected_nodes(self) -> list[int]:
-        return [k[0] for k, c in self._conns.items() if not c.closed and k[1] == "" and k[0] >= 0]
-
     async def any_conn(self) -> BrokerConnection:
         """The least loaded live connection, or a new one to a known or bootstrap broker."""
         live = [c for k, c in self._conns.items() if not c.closed and k[1] == ""]
@@ -173,11 +194,6 @@ class KafkaClient:
     async def send_any(self, request: Any, **kw: Any) -> Any:
         c = await self.any_conn()
         return await c.send(request, **kw)
-
-    def close_node(self, node_id: int) -> None:
-        for key, c in list(self._conns.items()):
-            if key[0] == node_id:
-                c.close()
 
     def close_node_purpose(self, node_id: int, purpose: str) -> None:
         c = self._conns.pop((node_id, purpose), None)

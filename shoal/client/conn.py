@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from shoal.protocol.errors import DecodeError, ErrorCode
-from shoal.protocol.framing import encode_request, response_header_version
+from shoal.protocol.framing import decode_response_header, encode_request, response_header_version
 from shoal.protocol.generated.api_keys import ApiKey
 
 from .errors import (
@@ -26,25 +26,6 @@ from .protocol import CLIENT_MAX_VERSIONS, SPECS, VERSION_RANGES, api_key_of
 from .security import client_security, reauthentication_delay_ms
 
 log = logging.getLogger(__name__)
-
-
-def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    def uvarint(p: int) -> tuple[int, int]:
-        shift = value = 0
-        while True:
-            b = buf[p]
-            p += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value, p
-            shift += 7
-
-    count, pos = uvarint(pos)
-    for _ in range(count):
-        _tag, pos = uvarint(pos)
-        size, pos = uvarint(pos)
-        pos += size
-    return pos
 
 
 def _tls_refused(e: ssl.SSLError) -> bool:
@@ -88,7 +69,6 @@ class BrokerConnection:
         self._caps: dict[int, int] = dict(config.get("api.version.caps") or {})
         self.broker_ranges: dict[int, tuple[int, int]] = {}
         self.closed = False
-        self.connected = False
         self._security = client_security(config)
         # While re-authenticating: requests to write afterwards (request, api key, version, future).
         self._held: list[tuple[Any, int, int, asyncio.Future | None]] | None = None
@@ -117,14 +97,11 @@ class BrokerConnection:
             self._reader, self._writer = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port, **tls), timeout
             )
-        except ssl.SSLError as e:
+        except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
             self.closed = True
-            if _tls_refused(e):
+            if isinstance(e, ssl.SSLError) and _tls_refused(e):
                 raise SslAuthenticationFailed(
                     f"SSL handshake with {self.host}:{self.port} failed: {e.reason or e}") from e
-            raise KafkaConnectionError(f"connect to {self.host}:{self.port} failed: {e!r}") from e
-        except (TimeoutError, OSError) as e:
-            self.closed = True
             raise KafkaConnectionError(f"connect to {self.host}:{self.port} failed: {e!r}") from e
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
@@ -138,7 +115,6 @@ class BrokerConnection:
                 "the broker may have refused this client's certificate (or its lack of one)") from e
         if security.uses_sasl:
             await self._authenticate()
-        self.connected = True
 
     async def _authenticate(self) -> None:
         """SaslHandshake v1 and the mechanism's SaslAuthenticate exchange; SaslAuthenticationFailed
@@ -240,12 +216,10 @@ class BrokerConnection:
         for k in resp.api_keys:
             self.broker_ranges[k.api_key] = (k.min_version, k.max_version)
             mine = VERSION_RANGES.get(k.api_key)  # not SPECS: that would import every API's codec
-            if mine is None:
-                continue
-            lo, hi = mine
-            top = min(k.max_version, hi, CLIENT_MAX_VERSIONS.get(k.api_key, hi), self._caps.get(k.api_key, hi))
-            if top >= max(k.min_version, lo):
-                self.versions[k.api_key] = top
+            if mine is not None:
+                top = self.version_up_to(k.api_key, CLIENT_MAX_VERSIONS.get(k.api_key, mine[1]))
+                if top >= 0:
+                    self.versions[k.api_key] = top
 
     def version_up_to(self, api_key: int, highest: int) -> int:
         """The highest version of ``api_key`` both sides support, up to ``highest`` (above the
@@ -343,9 +317,7 @@ class BrokerConnection:
                     continue
                 try:
                     mv = memoryview(body)
-                    pos = 4
-                    if response_header_version(api_key, version) >= 1:
-                        pos = _skip_tagged_fields(mv, pos)
+                    _cid, pos = decode_response_header(mv, response_header_version(api_key, version))
                     fut.set_result(SPECS[api_key].response.decode(mv[pos:], version))
                 except DecodeError as e:
                     # A response we cannot parse leaves the stream's state unknown: treat it
@@ -368,7 +340,6 @@ class BrokerConnection:
         if self.closed and not self._pending:
             return
         self.closed = True
-        self.connected = False
         exc = error or KafkaConnectionError(f"connection to node {self.node_id} closed")
         pending, self._pending = self._pending, {}
         held, self._held = self._held or [], None

@@ -14,7 +14,7 @@ from shoal.protocol.errors import ErrorCode, is_retriable
 from shoal.protocol.generated.api_keys import ApiKey
 
 from .assignment import resolve_assignors
-from .cluster import KafkaClient, now_ms
+from .cluster import AsyncCore, KafkaClient, now_ms
 from .config import CONSUMER_DEFAULTS, make_config
 from .errors import (
     ClosedError,
@@ -27,7 +27,7 @@ from .errors import (
 from .fetcher import Fetcher
 from .membership import GroupMembership, check_protocol_settings, make_membership
 from .protocol import request_class
-from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition, by_topic
 from .subscription import SubscriptionState
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def _tps(partitions: Any) -> list[TopicPartition]:
     return [TopicPartition(p[0], p[1]) for p in partitions]
 
 
-class AIOConsumer:
+class AIOConsumer(AsyncCore):
     """Asyncio Kafka consumer; group membership by ``group.protocol``: classic or consumer (KIP-848)."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -74,13 +74,6 @@ class AIOConsumer:
             self.coordinator = self._new_membership()
         await self.client.refresh_metadata([])
         self._started = True
-
-    async def __aenter__(self) -> AIOConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
 
     async def close(self, autocommit: bool = True) -> None:
         """Commit (if auto-commit), revoke, leave the group (dynamic members), disconnect."""
@@ -186,7 +179,6 @@ class AIOConsumer:
             if remaining <= 0:
                 return {}
             wait = min(remaining, 100 if self._group_busy() else remaining)
-            assert fetcher.buffer.wakeup is not None
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(fetcher.buffer.wakeup.wait(), wait / 1000)
             fetcher.buffer.wakeup.clear()
@@ -198,7 +190,7 @@ class AIOConsumer:
         return member
 
     def _wake_poll(self) -> None:
-        if self.fetcher is not None and self.fetcher.buffer.wakeup is not None:
+        if self.fetcher is not None:
             self.fetcher.buffer.wakeup.set()
 
     def _group_busy(self) -> bool:
@@ -266,11 +258,11 @@ class AIOConsumer:
                 if self.subs.is_assigned(tp) and self.subs.state(tp).position is None:
                     self.subs.seek(tp, off)
 
-    async def _list_offsets(self, wanted: dict[TopicPartition, int], timeout_ms: int | None = None) -> dict[TopicPartition, tuple[int, int]]:
+    async def _list_offsets(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
         """ListOffsets for each partition's timestamp (-2 earliest, -1 latest)."""
+        await self.start()
         return await list_offsets(self.client, wanted, self.config,
-                                  isolation=1 if self.config["isolation.level"] == "read_committed" else 0,
-                                  timeout_ms=timeout_ms)
+                                  isolation=1 if self.config["isolation.level"] == "read_committed" else 0)
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -351,17 +343,14 @@ class AIOConsumer:
         return {tp for tp, st in self.subs.assignment.items() if st.paused}
 
     async def beginning_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        await self.start()
         res = await self._list_offsets({tp: EARLIEST for tp in _tps(partitions)})
         return {tp: off for tp, (off, _ts) in res.items()}
 
     async def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        await self.start()
         res = await self._list_offsets({tp: LATEST for tp in _tps(partitions)})
         return {tp: off for tp, (off, _ts) in res.items()}
 
     async def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int] | None]:
-        await self.start()
         res = await self._list_offsets({TopicPartition(tp[0], tp[1]): ts for tp, ts in timestamps.items()})
         return {tp: (v if v[0] >= 0 else None) for tp, v in res.items()}
 
@@ -413,10 +402,8 @@ async def list_offsets(client: KafkaClient, wanted: dict[TopicPartition, int], c
         if missing:
             await client.refresh_metadata()
         for node, tps in by_node.items():
-            topics: dict[str, list[Any]] = {}
-            for tp, ts in tps.items():
-                topics.setdefault(tp.topic, []).append(
-                    cls.ListOffsetsPartition(partition_index=tp.partition, timestamp=ts, max_num_offsets=1))
+            topics = by_topic((tp, cls.ListOffsetsPartition(partition_index=tp.partition, timestamp=ts,
+                                                            max_num_offsets=1)) for tp, ts in tps.items())
             req = cls(replica_id=-1, isolation_level=isolation,
                       topics=[cls.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()])
             try:

@@ -26,7 +26,7 @@ from typing import Any
 from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
 
-from .cluster import KafkaClient, now_ms
+from .cluster import ClusterMetadata, KafkaClient, cancel_and_wait, now_ms
 from .errors import (
     CommitFailedError,
     KafkaConnectionError,
@@ -79,6 +79,24 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+def resolve_assignment(cluster: ClusterMetadata, target: Assignment
+                       ) -> tuple[Assignment, dict[TopicPartition, uuid.UUID], set[uuid.UUID]]:
+    """The part of ``target`` whose topic ids metadata names, its partitions by name, and the unknown ids."""
+    names = {info.topic_id: name for name, info in cluster.topics.items()
+             if isinstance(info.topic_id, uuid.UUID) and info.topic_id.int}
+    resolved: Assignment = {}
+    by_name: dict[TopicPartition, uuid.UUID] = {}
+    unknown: set[uuid.UUID] = set()
+    for tid, parts in target.items():
+        name = names.get(tid)
+        if name is None:
+            unknown.add(tid)
+            continue
+        resolved[tid] = parts
+        by_name.update({TopicPartition(name, p): tid for p in parts})
+    return resolved, by_name, unknown
+
+
 @dataclass
 class SentFields:
     """What the last heartbeats told the broker (None: nothing yet); a field is sent again when it changes."""
@@ -93,28 +111,120 @@ class SentFields:
         self.rebalance_timeout_ms, self.topics, self.regex, self.assignor, self.owned = -1, None, None, None, None
 
 
-class ConsumerMember(MemberBase):
-    """A consumer-protocol member (Java's ConsumerMembershipManager and ConsumerHeartbeatRequestManager)."""
+class EpochMember(MemberBase):
+    """What the consumer-protocol and share-group (KIP-932) members share: a member id of their own
+    making, a member epoch, and heartbeats at the interval the broker returns (backing off after failures)."""
+
+    #: How log lines name the group, and the heartbeat API (named in errors the application sees).
+    kind, heartbeat_api = "group", "ConsumerGroupHeartbeat"
+    #: What a member says when the broker does not serve its heartbeat.
+    unsupported_message = UNSUPPORTED_MESSAGE
+    #: Heartbeat errors retried after a backoff (besides the coordinator's).
+    retry_errors: tuple[int, ...] = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,)
 
     def __init__(self, client: KafkaClient, subs: SubscriptionState, config: dict[str, Any],
                  invoke_listener: ListenerInvoker) -> None:
         super().__init__(client, subs, config, invoke_listener)
         self.rack_id: str | None = config.get("client.rack") or None
-        self.server_assignor: str | None = config.get("group.remote.assignor") or None
         self.member_id = new_member_id()
         self.member_epoch = JOIN_EPOCH
-        self.state = MemberState.UNSUBSCRIBED
-        self.heartbeat_interval_ms = 0
-        self.target: Assignment | None = None  # the broker's latest assignment
-        self.current: Assignment = {}  # what the member owns (reconciled)
-        self.local_epoch = 0  # bumped with every reconciled assignment, so it is acknowledged
-        self.sent = SentFields()
-        self.join_seq = 0  # bumped when the member is fenced or leaves: reconciliations in flight stop
         self.next_heartbeat_ms = 0
         self.failures = 0
         self.heartbeats_sent = 0
-        self._last_metadata_ms = 0
+        self.sent = SentFields()
         self._wakeup = asyncio.Event()
+
+    def transition_to_fenced(self) -> None:
+        raise NotImplementedError
+
+    def _transition_to_joining(self) -> None:
+        self.member_epoch = JOIN_EPOCH
+        self.sent.reset()
+        self.next_heartbeat_ms = 0
+        self._wakeup.set()
+
+    def _backoff(self, why: str) -> None:
+        """A heartbeat attempt failed: the next one after an exponential backoff."""
+        self.failures += 1
+        base = self.config["retry.backoff.ms"]
+        delay = min(base * 2 ** min(self.failures - 1, 10), self.config.get("retry.backoff.max.ms", 1000))
+        self.next_heartbeat_ms = now_ms() + int(delay)
+        log.debug("%s %s: %s; next heartbeat in %d ms", self.kind, self.group_id, why, delay)
+
+    def _heartbeat_answered(self, resp: Any) -> None:
+        """Take the member id, epoch and next heartbeat time a successful heartbeat response gives."""
+        self.failures = 0
+        if resp.member_id:
+            self.member_id = resp.member_id
+        if self.member_epoch == JOIN_EPOCH and resp.member_epoch > 0:
+            log.info("%s %s: member %s joined with epoch %d", self.kind, self.group_id, self.member_id,
+                     resp.member_epoch)
+        self.member_epoch = resp.member_epoch
+        self.next_heartbeat_ms = now_ms() + max(resp.heartbeat_interval_ms, 0)
+
+    def on_heartbeat_error(self, code: int, message: str | None) -> None:
+        """Apply a heartbeat error as Java's heartbeat managers do."""
+        self.sent.reset()
+        name = error_name(code)
+        if code in COORDINATOR_ERRORS:
+            log.info("%s %s: heartbeat %s; finding the coordinator again", self.kind, self.group_id, name)
+            self.coordinator_dead(f"heartbeat {name}")
+            self._backoff(f"heartbeat {name}")  # a short backoff: FindCoordinator may still point here
+        elif code in FENCING_ERRORS:
+            log.info("%s %s: member %s epoch %d fenced (%s); rejoining",
+                     self.kind, self.group_id, self.member_id, self.member_epoch, name)
+            self.transition_to_fenced()
+        elif code in self.retry_errors:
+            self._backoff(f"heartbeat {name}")
+        elif code == ErrorCode.UNSUPPORTED_VERSION:
+            self._fail(KafkaError(code, self.unsupported_message))
+        else:
+            # GROUP_MAX_SIZE_REACHED, authorization failures, INVALID_REQUEST, for the consumer protocol
+            # UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, FENCED_INSTANCE_ID and UNRELEASED_INSTANCE_ID
+            # (the instance id is still held by a member that has not left: Java 4.4 fails too), and anything
+            # unexpected: the application sees it.
+            self._fail(error_for(code, f"{self.heartbeat_api} for group {self.group_id}: {name}"
+                                       + (f": {message}" if message else "")))
+
+    def _fail(self, err: BaseException) -> None:
+        """An error the application must see (on its next poll); no more heartbeats."""
+        log.error("%s %s: %s", self.kind, self.group_id, err)
+        self.fatal = err
+        self._wake_poll()
+
+    def _wake_poll(self) -> None:
+        if self.wakeup is not None:
+            self.wakeup()
+
+    async def _leave_heartbeat(self, req: Any, api_key: int, highest: int, reason: str) -> None:
+        """Send the leave heartbeat ``req``: best effort (the session timeout ends the membership anyway)."""
+        log.info("%s %s: member %s leaving with epoch %d (%s)", self.kind, self.group_id, self.member_id,
+                 req.member_epoch, reason)
+        try:
+            version = await self.group_version_up_to(api_key, highest)
+            if version >= 0:
+                resp = await self.send_group(req, version=version,
+                                             timeout_ms=min(self.config["request.timeout.ms"], 5000))
+                if resp.error_code:
+                    log.info("%s %s: leave heartbeat answered %s", self.kind, self.group_id,
+                             error_name(resp.error_code))
+        except Exception as e:  # noqa: BLE001 - leaving is best effort
+            log.debug("leave heartbeat failed: %r", e)
+
+
+class ConsumerMember(EpochMember):
+    """A consumer-protocol member (Java's ConsumerMembershipManager and ConsumerHeartbeatRequestManager)."""
+
+    def __init__(self, client: KafkaClient, subs: SubscriptionState, config: dict[str, Any],
+                 invoke_listener: ListenerInvoker) -> None:
+        super().__init__(client, subs, config, invoke_listener)
+        self.server_assignor: str | None = config.get("group.remote.assignor") or None
+        self.state = MemberState.UNSUBSCRIBED
+        self.target: Assignment | None = None  # the broker's latest assignment
+        self.current: Assignment = {}  # what the member owns (reconciled)
+        self.local_epoch = 0  # bumped with every reconciled assignment, so it is acknowledged
+        self.join_seq = 0  # bumped when the member is fenced or leaves: reconciliations in flight stop
+        self._last_metadata_ms = 0
 
     # -- the GroupMembership face -------------------------------------------------------
 
@@ -178,11 +288,8 @@ class ConsumerMember(MemberBase):
     # -- heartbeats ----------------------------------------------------------------------
 
     def _transition_to_joining(self) -> None:
-        self.member_epoch = JOIN_EPOCH
         self.state = MemberState.JOINING
-        self.sent.reset()
-        self.next_heartbeat_ms = 0
-        self._wakeup.set()
+        super()._transition_to_joining()
 
     def build_heartbeat(self, version: int) -> Any:
         """The next ConsumerGroupHeartbeat: every field when joining, else only what changed."""
@@ -253,10 +360,10 @@ class ConsumerMember(MemberBase):
         try:
             version = await self.group_version_up_to(ApiKey.CONSUMER_GROUP_HEARTBEAT, REGEX_VERSION)
         except (KafkaConnectionError, KafkaTimeoutError, OSError, KafkaError) as e:
-            self._on_failed_attempt(f"coordinator: {e!r}")
+            self._backoff(f"coordinator: {e!r}")
             return
         if version < 0:
-            self._fail(KafkaError(ErrorCode.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE))
+            self._fail(KafkaError(ErrorCode.UNSUPPORTED_VERSION, self.unsupported_message))
             return
         req = self.build_heartbeat(version)
         seq = self.join_seq
@@ -265,7 +372,7 @@ class ConsumerMember(MemberBase):
             resp = await self.send_group(req, version=version)
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
             self.sent.reset()
-            self._on_failed_attempt(f"heartbeat: {e!r}")
+            self._backoff(f"heartbeat: {e!r}")
             return
         if seq != self.join_seq or self.state not in SENDING_STATES:
             return  # fenced, left or closed meanwhile: this answer is about a membership gone
@@ -274,24 +381,9 @@ class ConsumerMember(MemberBase):
         else:
             self.on_heartbeat_success(resp, req.topic_partitions is not None)
 
-    def _on_failed_attempt(self, why: str) -> None:
-        self.failures += 1
-        base = self.config["retry.backoff.ms"]
-        delay = min(base * 2 ** min(self.failures - 1, 10), self.config.get("retry.backoff.max.ms", 1000))
-        self.next_heartbeat_ms = now_ms() + int(delay)
-        log.debug("group %s: %s; next heartbeat in %d ms", self.group_id, why, delay)
-
     def on_heartbeat_success(self, resp: Any, acknowledged: bool) -> None:
         """Apply a successful heartbeat response (``acknowledged``: it carried the owned partitions)."""
-        self.failures = 0
-        if resp.member_id:
-            self.member_id = resp.member_id
-        joined = self.member_epoch == JOIN_EPOCH and resp.member_epoch > 0
-        self.member_epoch = resp.member_epoch
-        self.heartbeat_interval_ms = resp.heartbeat_interval_ms
-        self.next_heartbeat_ms = now_ms() + max(resp.heartbeat_interval_ms, 0)
-        if joined:
-            log.info("group %s: member %s joined with epoch %d", self.group_id, self.member_id, self.member_epoch)
+        self._heartbeat_answered(resp)
         if resp.assignment is not None:
             self.target = {tp.topic_id: frozenset(tp.partitions) for tp in resp.assignment.topic_partitions}
         if not self.reconciled():
@@ -303,35 +395,9 @@ class ConsumerMember(MemberBase):
     def reconciled(self) -> bool:
         return self.target is None or self.target == self.current
 
-    def on_heartbeat_error(self, code: int, message: str | None) -> None:
-        """Apply a heartbeat error as Java's heartbeat manager does."""
-        self.sent.reset()
-        name = error_name(code)
-        if code in COORDINATOR_ERRORS:
-            log.info("group %s: heartbeat %s; finding the coordinator again", self.group_id, name)
-            self.coordinator_dead(f"heartbeat {name}")
-            self._on_failed_attempt(f"heartbeat {name}")  # a short backoff: FindCoordinator may still point here
-        elif code in FENCED_ERROR_SET:
-            log.info("group %s: member %s epoch %d fenced (%s): its partitions are lost; rejoining",
-                     self.group_id, self.member_id, self.member_epoch, name)
-            self.transition_to_fenced()
-        elif code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            self._on_failed_attempt(f"heartbeat {name}")
-        elif code == ErrorCode.UNSUPPORTED_VERSION:
-            self._fail(KafkaError(code, UNSUPPORTED_MESSAGE))
-        else:
-            # GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, FENCED_INSTANCE_ID,
-            # UNRELEASED_INSTANCE_ID (the instance id is still held by a member that has not left: Java 4.4
-            # fails too), INVALID_REQUEST, GROUP_AUTHORIZATION_FAILED and anything unexpected: the
-            # application sees it.
-            self._fail(error_for(code, f"ConsumerGroupHeartbeat for group {self.group_id}: {name}"
-                                       + (f": {message}" if message else "")))
-
     def _fail(self, err: BaseException) -> None:
-        log.error("group %s: %s", self.group_id, err)
-        self.fatal = err
         self.state = MemberState.FATAL
-        self._wake_poll()
+        super()._fail(err)
 
     def transition_to_fenced(self) -> None:
         """The broker fenced this member: no heartbeats until poll has dropped the partitions."""
@@ -358,36 +424,16 @@ class ConsumerMember(MemberBase):
         self.state = MemberState.STALE
         self._wake_poll()
 
-    def _wake_poll(self) -> None:
-        if self.wakeup is not None:
-            self.wakeup()
-
     # -- reconciliation -------------------------------------------------------------------
-
-    def resolve(self, target: Assignment) -> tuple[Assignment, dict[TopicPartition, uuid.UUID], set[uuid.UUID]]:
-        """The part of ``target`` whose topic ids metadata names, its partitions by name, and the unknown ids."""
-        names = {info.topic_id: name for name, info in self.client.cluster.topics.items()
-                 if isinstance(info.topic_id, uuid.UUID) and info.topic_id.int}
-        resolved: Assignment = {}
-        by_name: dict[TopicPartition, uuid.UUID] = {}
-        unknown: set[uuid.UUID] = set()
-        for tid, parts in target.items():
-            name = names.get(tid)
-            if name is None:
-                unknown.add(tid)
-                continue
-            resolved[tid] = parts
-            by_name.update({TopicPartition(name, p): tid for p in parts})
-        return resolved, by_name, unknown
 
     async def reconcile(self) -> None:
         """Bring the owned partitions to the target: commit, revoke, assign, acknowledge."""
         if self.target is None:
             return
-        resolved, by_name, unknown = self.resolve(self.target)
+        resolved, by_name, unknown = resolve_assignment(self.client.cluster, self.target)
         if unknown:
             await self._refresh_for(unknown)
-            resolved, by_name, unknown = self.resolve(self.target)
+            resolved, by_name, unknown = resolve_assignment(self.client.cluster, self.target)
         if resolved == self.current:
             if unknown:
                 return  # nothing new can be reconciled until metadata names the rest
@@ -441,16 +487,7 @@ class ConsumerMember(MemberBase):
         hcls = request_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
         req = hcls(group_id=self.group_id, member_id=self.member_id, member_epoch=epoch, instance_id=self.instance_id)
         self.join_seq += 1
-        log.info("group %s: member %s leaving with epoch %d (%s)", self.group_id, self.member_id, epoch, reason)
-        try:
-            version = await self.group_version_up_to(ApiKey.CONSUMER_GROUP_HEARTBEAT, REGEX_VERSION)
-            if version >= 0:
-                resp = await self.send_group(req, version=version,
-                                             timeout_ms=min(self.config["request.timeout.ms"], 5000))
-                if resp.error_code:
-                    log.info("group %s: leave heartbeat answered %s", self.group_id, error_name(resp.error_code))
-        except Exception as e:  # noqa: BLE001 - leaving is best effort
-            log.debug("leave heartbeat failed: %r", e)
+        await self._leave_heartbeat(req, ApiKey.CONSUMER_GROUP_HEARTBEAT, REGEX_VERSION, reason)
         self.member_epoch = JOIN_EPOCH
         self.sent.reset()
 
@@ -460,9 +497,7 @@ class ConsumerMember(MemberBase):
         if self._hb_task is not None:
             self._closed = True
             self._wakeup.set()
-            self._hb_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._hb_task
+            await cancel_and_wait(self._hb_task)
         if in_group and self.config["enable.auto.commit"] and self.identity().member_epoch > 0:
             await self._commit_consumed("final auto-commit", self.config["request.timeout.ms"])
         owned = sorted(self.subs.assigned()) if self.subs.has_auto_assignment else []
@@ -476,6 +511,3 @@ class ConsumerMember(MemberBase):
             await self._send_leave("the consumer is being closed")
         self._closed = True
         self.state = MemberState.UNSUBSCRIBED
-
-
-FENCED_ERROR_SET = frozenset(FENCING_ERRORS)

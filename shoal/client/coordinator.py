@@ -8,13 +8,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from shoal.assignors.types import COOPERATIVE, EAGER, Subscription
+from shoal.assignors.types import COOPERATIVE, EAGER, Assignment, Subscription
 from shoal.assignors.types import ClusterMetadata as AssignorCluster
 from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
 
 from . import assignment as ap
-from .cluster import KafkaClient, now_ms
+from .cluster import KafkaClient, cancel_and_wait, now_ms
 from .errors import (
     CommitFailedError,
     KafkaConnectionError,
@@ -72,11 +72,9 @@ class ConsumerCoordinator(MemberBase):
 
     @property
     def group_generation(self) -> tuple[int, str]:
-        """(generation, member id)."""
         return self.generation, self.member_id
 
     def busy(self) -> bool:
-        """Joining, lost or without a coordinator."""
         return self.need_rejoin() or self.generation_lost or self.coordinator_id is None
 
     def on_metadata_update(self, partition_counts: Callable[[Iterable[str]], dict[str, int]]) -> None:
@@ -231,12 +229,8 @@ class ConsumerCoordinator(MemberBase):
         if sresp.error_code != 0:
             self._handle_group_error(sresp.error_code, "SyncGroup")
             return None
-        assignment = ap.decode_assignment(bytes(sresp.assignment)) if sresp.assignment else None
+        assignment = ap.decode_assignment(bytes(sresp.assignment)) if sresp.assignment else Assignment([])
         assignor = self._assignor(self.protocol_name)
-        if assignment is None:
-            from shoal.assignors.types import Assignment
-
-            assignment = Assignment([])
         with contextlib.suppress(Exception):
             assignor.on_assignment(assignment, self.generation)
         self.rejoin_needed = False
@@ -429,10 +423,7 @@ class ConsumerCoordinator(MemberBase):
 
     async def close(self, *, leave: bool = True) -> None:
         """Commit (auto-commit), call revoke, leave the group (dynamic members)."""
-        if self._join_task is not None and not self._join_task.done():
-            self._join_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._join_task
+        await cancel_and_wait(self._join_task)
         if self.subs.has_auto_assignment and self.generation >= 0:
             if self.config["enable.auto.commit"]:
                 await self._commit_consumed("final auto-commit", self.config["request.timeout.ms"])
@@ -447,7 +438,4 @@ class ConsumerCoordinator(MemberBase):
                 await self.invoke_listener("on_partitions_lost", self.subs.assigned())
         self._closed = True
         self._hb_wakeup.set()
-        if self._hb_task is not None:
-            self._hb_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._hb_task
+        await cancel_and_wait(self._hb_task)

@@ -5,28 +5,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
-from shoal.protocol.record_batch import (
-    CONTROL_ABORT,
-    TRANSACTIONAL_MASK,
-    control_type,
-    iter_batches,
-    iter_records,
-)
+from shoal.protocol.record_batch import CONTROL_ABORT, control_type, iter_batches, iter_records
 
+from .cluster import cancel_and_wait
 from .errors import KafkaConnectionError, KafkaTimeoutError, error_for
 from .protocol import request_class
-from .structs import ConsumerRecord, TopicPartition
+from .structs import ConsumerRecord, TopicPartition, by_topic
 from .subscription import SubscriptionState
 
 log = logging.getLogger(__name__)
-
-CONTROL_MASK = 0x20
-TIMESTAMP_TYPE_MASK = 0x08
 
 
 class CompletedFetch:
@@ -41,12 +33,11 @@ class CompletedFetch:
     aborted transaction's first offset until its ABORT marker.
     """
 
-    def __init__(self, tp: TopicPartition, fetch_offset: int, data: Any, high_watermark: int = -1,
+    def __init__(self, tp: TopicPartition, fetch_offset: int, data: Any,
                  aborted: list[tuple[int, int]] | None = None) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.next_offset = fetch_offset
-        self.high_watermark = high_watermark
         self._aborted = sorted(aborted) if aborted else []  # (first offset, producer id)
         self._data = data
         self._iter: Iterator[ConsumerRecord | int] = self._records()
@@ -63,18 +54,17 @@ class CompletedFetch:
             if h.last_offset < self.fetch_offset:
                 continue
             skip = False
-            if aborted_pids and h.attributes & TRANSACTIONAL_MASK and h.producer_id in aborted_pids:
-                if h.attributes & CONTROL_MASK:
+            if aborted_pids and h.is_transactional and h.producer_id in aborted_pids:
+                if h.is_control:
                     if control_type(self._data, h) == CONTROL_ABORT:
                         aborted_pids.discard(h.producer_id)
                 else:
                     skip = True
-            if not skip and not h.attributes & CONTROL_MASK:
-                ts_type = 1 if h.attributes & TIMESTAMP_TYPE_MASK else 0
+            if not skip and not h.is_control:
                 for r in iter_records(self._data, h):
                     if r.offset < self.next_offset:
                         continue
-                    yield ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, ts_type,
+                    yield ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, h.timestamp_type,
                                          r.key, r.value, r.headers)
             # The int marks "everything up to here consumed" (control/compacted tails).
             yield h.last_offset + 1
@@ -116,12 +106,11 @@ class FetchBuffer:
 
     def __init__(self) -> None:
         self._fetches: deque[CompletedFetch] = deque()
-        self.wakeup = asyncio.Event() if _has_loop() else None
+        self.wakeup = asyncio.Event()  # set when records arrive (binds to a loop when first awaited)
 
     def add(self, cf: CompletedFetch) -> None:
         self._fetches.append(cf)
-        if self.wakeup is not None:
-            self.wakeup.set()
+        self.wakeup.set()
 
     def buffered_partitions(self) -> set[TopicPartition]:
         return {cf.tp for cf in self._fetches if not cf.drained}
@@ -129,11 +118,8 @@ class FetchBuffer:
     def __len__(self) -> int:
         return len(self._fetches)
 
-    def clear(self, keep: Callable[[TopicPartition], bool] | None = None) -> None:
-        if keep is None:
-            self._fetches.clear()
-        else:
-            self._fetches = deque(cf for cf in self._fetches if keep(cf.tp))
+    def clear(self) -> None:
+        self._fetches.clear()
 
     def has_fetchable(self, subs: SubscriptionState) -> bool:
         return any(not cf.drained and subs.is_fetchable(cf.tp) for cf in self._fetches)
@@ -159,8 +145,6 @@ class FetchBuffer:
                 continue  # stale: the application seeked away
             recs = cf.take(remaining)
             st.position = cf.next_offset
-            if cf.high_watermark >= 0:
-                st.high_watermark = cf.high_watermark
             if recs:
                 out.setdefault(cf.tp, []).extend(recs)
                 remaining -= len(recs)
@@ -168,17 +152,9 @@ class FetchBuffer:
                 kept.append(cf)
         kept.extend(self._fetches)
         self._fetches = kept
-        if self.wakeup is not None and not self.has_fetchable(subs):
+        if not self.has_fetchable(subs):
             self.wakeup.clear()
         return out
-
-
-def _has_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-        return True
-    except RuntimeError:
-        return False
 
 
 class Fetcher:
@@ -210,29 +186,19 @@ class Fetcher:
             by_node.setdefault(leader, []).append(tp)
         return by_node
 
-    def send_fetches(self) -> int:
+    def send_fetches(self) -> None:
         """Start a fetch to every leader with fetchable partitions and none in flight."""
-        n = 0
         for node, tps in self.fetchable_by_node().items():
-            task = asyncio.get_running_loop().create_task(self._fetch(node, tps))
-            self._in_flight[node] = task
-            n += 1
-        return n
-
-    def in_flight(self) -> bool:
-        return bool(self._in_flight)
+            self._in_flight[node] = asyncio.get_running_loop().create_task(self._fetch(node, tps))
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
         cfg = self.config
         cls = request_class(ApiKey.FETCH)
         try:
             positions = {tp: self.subs.assignment[tp].position for tp in tps}
-            topics: dict[str, list[Any]] = {}
-            for tp, pos in positions.items():
-                topics.setdefault(tp.topic, []).append(
-                    cls.FetchPartition(partition=tp.partition, fetch_offset=pos,
-                                       partition_max_bytes=cfg["max.partition.fetch.bytes"])
-                )
+            topics = by_topic((tp, cls.FetchPartition(partition=tp.partition, fetch_offset=pos,
+                                                      partition_max_bytes=cfg["max.partition.fetch.bytes"]))
+                              for tp, pos in positions.items())
             req = cls(
                 replica_id=-1,
                 max_wait_ms=cfg["fetch.max.wait.ms"],
@@ -259,8 +225,7 @@ class Fetcher:
             self.errors.append(e)
         finally:
             self._in_flight.pop(node, None)
-            if self.buffer.wakeup is not None:
-                self.buffer.wakeup.set()
+            self.buffer.wakeup.set()
 
     def _handle(self, resp: Any, positions: dict[TopicPartition, int | None]) -> None:
         if getattr(resp, "error_code", 0):
@@ -274,13 +239,10 @@ class Fetcher:
                     continue  # unassigned or seeked while in flight
                 code = p.error_code
                 if code == 0:
-                    st.high_watermark = p.high_watermark
-                    st.last_stable_offset = p.last_stable_offset
-                    st.log_start_offset = p.log_start_offset
                     data = p.records
                     if data is not None and len(data) > 0:
                         aborted = [(a.first_offset, a.producer_id) for a in p.aborted_transactions or ()]
-                        self.buffer.add(CompletedFetch(tp, st.position, data, p.high_watermark, aborted))
+                        self.buffer.add(CompletedFetch(tp, st.position, data, aborted))
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     self.reset_requests.append(tp)
                 elif code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -293,10 +255,5 @@ class Fetcher:
 
     async def close(self) -> None:
         for t in list(self._in_flight.values()):
-            t.cancel()
-        for t in list(self._in_flight.values()):
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+            await cancel_and_wait(t)
         self._in_flight.clear()

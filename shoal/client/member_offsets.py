@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
 
 from .cluster import now_ms
 from .errors import KafkaConnectionError, KafkaTimeoutError, error_for
+from .membership import MemberBase
 from .protocol import request_class
-from .structs import OffsetAndMetadata, TopicPartition
+from .structs import OffsetAndMetadata, TopicPartition, by_topic
 
 COORDINATOR_ERRORS = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
 RETRY_ERRORS = COORDINATOR_ERRORS + (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT,
@@ -40,34 +41,9 @@ class MemberIdentity:
     instance_id: str | None
 
 
-class GroupChannel(Protocol):
-    """The group coordinator connection a member offers its offset requests."""
-
-    group_id: str
-    config: dict[str, Any]
-
-    async def send_group(self, request: Any, version: int | None = None, timeout_ms: int | None = None) -> Any:
-        """Send to the group coordinator (finding it first)."""
-        ...
-
-    async def group_version_up_to(self, api_key: int, highest: int) -> int:
-        """The highest common version of ``api_key`` with the coordinator, up to ``highest``."""
-        ...
-
-    def coordinator_dead(self, why: str) -> None:
-        """Forget the coordinator: the next request looks it up again."""
-        ...
-
-    def commit_error(self, code: int, what: str) -> Exception:
-        """The error to raise for a commit the broker refused with ``code`` (not a retriable one)."""
-        ...
-
-
-async def commit_offsets(channel: GroupChannel, offsets: dict[TopicPartition, OffsetAndMetadata],
+async def commit_offsets(channel: MemberBase, offsets: dict[TopicPartition, OffsetAndMetadata],
                          identity: Callable[[], MemberIdentity], timeout_ms: int | None = None) -> None:
-    """OffsetCommit with the member's current epoch (read again before each retry)."""
-    if not offsets:
-        return
+    """OffsetCommit of ``offsets`` (not empty) with the member's current epoch (read before each try)."""
     ccls = request_class(ApiKey.OFFSET_COMMIT)
     cfg = channel.config
     deadline = now_ms() + (timeout_ms if timeout_ms is not None else cfg["default.api.timeout.ms"])
@@ -92,16 +68,16 @@ async def commit_offsets(channel: GroupChannel, offsets: dict[TopicPartition, Of
 def offset_commit_topics(offsets: dict[TopicPartition, OffsetAndMetadata | int]) -> list[Any]:
     """The topics of an OffsetCommit request of ``offsets`` (a bare int is an offset)."""
     ccls = request_class(ApiKey.OFFSET_COMMIT)
-    by_topic: dict[str, list[Any]] = {}
+    parts = []
     for tp, om in offsets.items():
         om = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
-        by_topic.setdefault(tp[0], []).append(ccls.OffsetCommitRequestPartition(
+        parts.append((tp, ccls.OffsetCommitRequestPartition(
             partition_index=tp[1], committed_offset=om.offset,
-            committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
-    return [ccls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+            committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata)))
+    return [ccls.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic(parts).items()]
 
 
-def _commit_needs_retry(channel: GroupChannel, resp: Any) -> bool:
+def _commit_needs_retry(channel: MemberBase, resp: Any) -> bool:
     retry = False
     for t in resp.topics:
         for p in t.partitions:
@@ -119,18 +95,16 @@ def build_offset_fetch(version: int, group_id: str, partitions: list[TopicPartit
                        require_stable: bool) -> Any:
     """An OffsetFetch request in the shape of ``version``: v8+ batches groups (v9: member id and epoch)."""
     fcls = request_class(ApiKey.OFFSET_FETCH)
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    topics = by_topic((tp, tp.partition) for tp in partitions)
     if version < 8:
         return fcls(group_id=group_id, require_stable=require_stable and version >= 7,
-                    topics=[fcls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+                    topics=[fcls.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])
     in_group = version >= OFFSET_FETCH_MEMBER_VERSION and me.member_epoch >= 0 and bool(me.member_id)
     group = fcls.OffsetFetchRequestGroup(
         group_id=group_id,
         member_id=me.member_id if in_group else None,
         member_epoch=me.member_epoch if in_group else -1,
-        topics=[fcls.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+        topics=[fcls.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in topics.items()])
     return fcls(groups=[group], require_stable=require_stable)
 
 
@@ -144,7 +118,7 @@ def parse_offset_fetch(version: int, resp: Any) -> tuple[int, list[tuple[str, An
     return g.error_code, [(t.name, p) for t in g.topics for p in t.partitions]
 
 
-async def fetch_offsets(channel: GroupChannel, partitions: list[TopicPartition],
+async def fetch_offsets(channel: MemberBase, partitions: list[TopicPartition],
                         identity: Callable[[], MemberIdentity], timeout_ms: int | None = None,
                         highest: int = OFFSET_FETCH_MEMBER_VERSION) -> dict[TopicPartition, OffsetAndMetadata | None]:
     """Committed offsets of ``partitions`` (None: nothing committed), as this member, with
@@ -167,7 +141,8 @@ async def fetch_offsets(channel: GroupChannel, partitions: list[TopicPartition],
         await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
 
 
-def _fetch_result(channel: GroupChannel, version: int, resp: Any) -> dict[TopicPartition, OffsetAndMetadata | None] | None:
+def _fetch_result(channel: MemberBase, version: int, resp: Any
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None] | None:
     """The offsets of a response, None to retry; raises for an error that ends the fetch."""
     code, parts = parse_offset_fetch(version, resp)
     if code in COORDINATOR_ERRORS:

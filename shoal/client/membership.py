@@ -39,33 +39,26 @@ class GroupMembership(Protocol):
 
     async def poll(self, timeout_ms: int) -> None:
         """Called from every consumer poll: liveness, (re)joining, reconciling, auto-commit."""
-        ...
 
     async def close(self, *, leave: bool = True) -> None:
         """Commit (auto-commit), give the partitions back (listener), leave the group."""
-        ...
 
     async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None = None) -> None:
         """Commit ``offsets`` as this member."""
-        ...
 
     async def fetch_committed(self, partitions: list[TopicPartition],
                               timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets of ``partitions``."""
-        ...
 
     def busy(self) -> bool:
         """Whether membership work is pending (poll then waits in short slices)."""
-        ...
 
     def on_metadata_update(self, partition_counts: Callable[[Iterable[str]], dict[str, int]]) -> None:
         """Metadata was refreshed (the classic leader rejoins when partition counts change)."""
-        ...
 
     @property
     def group_generation(self) -> tuple[int, str]:
         """(generation or member epoch, member id); (-1, "") outside the group."""
-        ...
 
 
 def group_protocol(config: dict[str, Any]) -> str:
@@ -113,8 +106,8 @@ def log_commit_failure(task: asyncio.Task) -> None:
 
 
 class MemberBase:
-    """What both members share: the group coordinator connection (the GroupChannel of
-    member_offsets), the start of every poll, the heartbeat task and auto-commit."""
+    """What both members share: the group coordinator connection (which member_offsets' requests
+    go through), the start of every poll, the heartbeat task and auto-commit."""
 
     def __init__(self, client: KafkaClient, subs: SubscriptionState, config: dict[str, Any],
                  invoke_listener: ListenerInvoker) -> None:
@@ -134,6 +127,10 @@ class MemberBase:
         self.wakeup: Callable[[], None] | None = None
 
     async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None = None) -> None:
+        raise NotImplementedError
+
+    def commit_error(self, code: int, what: str) -> Exception:
+        """The error to raise for a commit the broker refused with ``code`` (not a retriable one)."""
         raise NotImplementedError
 
     async def _heartbeat_loop(self) -> None:
@@ -160,12 +157,14 @@ class MemberBase:
         """Called when a coordinator lookup succeeds."""
 
     def coordinator_dead(self, why: str) -> None:
+        """Forget the coordinator: the next request looks it up again."""
         if self.coordinator_id is not None:
             log.info("group %s: marking coordinator %s dead (%s)", self.group_id, self.coordinator_id, why)
             self.client.close_node_purpose(self.coordinator_id, "group")
             self.coordinator_id = None
 
     async def send_group(self, request: Any, version: int | None = None, timeout_ms: int | None = None) -> Any:
+        """Send to the group coordinator (finding it first)."""
         node = await self.ensure_coordinator()
         try:
             conn = await self.client.conn(node, purpose="group")
@@ -175,6 +174,7 @@ class MemberBase:
             raise
 
     async def group_version_up_to(self, api_key: int, highest: int) -> int:
+        """The highest common version of ``api_key`` with the coordinator, up to ``highest``."""
         node = await self.ensure_coordinator()
         conn = await self.client.conn(node, purpose="group")
         return conn.version_up_to(api_key, highest)

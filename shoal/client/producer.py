@@ -29,7 +29,7 @@ from .accumulator import (
     ProducerBatch,
     RecordAccumulator,
 )
-from .cluster import KafkaClient, now_ms
+from .cluster import AsyncCore, KafkaClient, cancel_and_wait, now_ms
 from .config import PRODUCER_DEFAULTS, make_config
 from .errors import (
     ClosedError,
@@ -41,7 +41,7 @@ from .errors import (
 )
 from .partitioner import DefaultPartitioner
 from .protocol import request_class
-from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition, by_topic
 from .transactions import TransactionManager, TxnState, as_group_metadata
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def _to_bytes(v: Any, serializer: Callable[[Any], bytes] | None) -> bytes | None
     raise TypeError(f"cannot send {type(v).__name__} without a serializer")
 
 
-class AIOProducer:
+class AIOProducer(AsyncCore):
     """Asyncio Kafka producer.
 
     ``await producer.send(...)`` enqueues the record and returns a future resolved with
@@ -233,13 +233,6 @@ class AIOProducer:
             await txn.init(bump=True)
             self._reset_sequences()
 
-    async def __aenter__(self) -> AIOProducer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
-
     async def partitions_for(self, topic: str) -> list[int]:
         return await self.client.wait_for_topic(topic, self.config["max.block.ms"])
 
@@ -372,12 +365,16 @@ class AIOProducer:
     def _in_flight_batches(self) -> list[ProducerBatch]:
         return [b for t in self._in_flight_tasks for b in getattr(t, "batches", [])]
 
-    async def _ready_to_send(self) -> None:
-        """What every send checks first: open, allowed by the transaction state, started."""
+    def check_can_send(self) -> None:
+        """Raise unless the producer is open and its transaction state allows sending."""
         if self._closed:
             raise ClosedError("producer is closed")
         if self.txn is not None:
             self.txn.check_can_send()
+
+    async def _ready_to_send(self) -> None:
+        """What every send checks first: open, allowed by the transaction state, started."""
+        self.check_can_send()
         await self.start()
         assert self.accumulator is not None and self._wakeup is not None
 
@@ -389,10 +386,7 @@ class AIOProducer:
             with contextlib.suppress(KafkaTimeoutError):
                 await self.flush(timeout_ms)
         self._closed = True
-        if self._sender is not None:
-            self._sender.cancel()
-            with contextlib.suppress(BaseException):
-                await self._sender
+        await cancel_and_wait(self._sender)
         for t in list(self._in_flight_tasks):
             t.cancel()
         if self.accumulator is not None:
@@ -530,12 +524,10 @@ class AIOProducer:
     async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
         assert self.accumulator is not None and self._wakeup is not None
         cls = request_class(ApiKey.PRODUCE)
-        by_topic: dict[str, list[Any]] = {}
-        for b in batches:
-            by_topic.setdefault(b.tp.topic, []).append(
-                cls.PartitionProduceData(index=b.tp.partition, records=b.payload))
+        topics = by_topic((b.tp, cls.PartitionProduceData(index=b.tp.partition, records=b.payload))
+                          for b in batches)
         req = cls(transactional_id=self.transactional_id, acks=self.acks, timeout_ms=self.config["request.timeout.ms"],
-                  topic_data=[cls.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()])
+                  topic_data=[cls.TopicProduceData(name=t, partition_data=ps) for t, ps in topics.items()])
         try:
             # Requests to a node must hit the wire in the order their batches were drained,
             # or a partition's batches could be appended out of order. Waiting for the
@@ -559,9 +551,7 @@ class AIOProducer:
             raise
         except Exception as e:  # noqa: BLE001 - fail the records rather than the sender
             for b in batches:
-                self._done(b)
-                b.fail(e)
-                self._batch_failed(getattr(e, "code", None), e)
+                self._batch_failed(b, e, getattr(e, "code", None))
             return
         finally:
             self._in_flight[node] -= 1
@@ -588,10 +578,7 @@ class AIOProducer:
                 elif is_retriable(p.error_code):
                     self._retry_or_fail(b, error_for(p.error_code), refresh=p.error_code in _METADATA_ERRORS)
                 else:
-                    self._done(b)
-                    err = error_for(p.error_code, f"produce to {b.tp}")
-                    b.fail(err)
-                    self._batch_failed(p.error_code, err)
+                    self._batch_failed(b, error_for(p.error_code, f"produce to {b.tp}"), p.error_code)
         for b in index.values():
             self._done(b)
             b.fail(error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"no response for {b.tp}"))
@@ -600,9 +587,11 @@ class AIOProducer:
         acked = self._acked.get(b.tp, -1)
         return b.producer_id == self._ids()[0] and b.base_sequence > acked + 1
 
-    def _batch_failed(self, code: int | None, exc: BaseException) -> None:
-        """A batch failed for good. Its sequence is now a hole the broker will never fill, so a
+    def _batch_failed(self, b: ProducerBatch, exc: BaseException, code: int | None) -> None:
+        """Fail ``b`` for good. Its sequence is now a hole the broker will never fill, so a
         transaction must be aborted (with an epoch bump) and an idempotent producer needs a new id."""
+        self._done(b)
+        b.fail(exc)
         if self.txn is not None:
             self.txn.batch_error(code if code is not None else ErrorCode.UNKNOWN_SERVER_ERROR, exc)
             if code not in _SEQUENCE_ERRORS and code not in (ErrorCode.PRODUCER_FENCED,
@@ -629,9 +618,7 @@ class AIOProducer:
         b.attempts += 1
         now = now_ms()
         if b.attempts > self.config["retries"] or now - b.created_ms > self.config["delivery.timeout.ms"]:
-            self._done(b)
-            b.fail(exc)
-            self._batch_failed(getattr(exc, "code", None), exc)
+            self._batch_failed(b, exc, getattr(exc, "code", None))
             return
         b.retry_after_ms = now + self.config["retry.backoff.ms"]
         self._muted.discard(b.tp)

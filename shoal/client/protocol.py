@@ -53,8 +53,3 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
 
 def request_class(api_key: int) -> Any:
     return SPECS[api_key].request
-
-
-def nested(cls: Any, name: str) -> Any:
-    """A nested struct class of a generated message class."""
-    return getattr(cls, name)

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
+from shoal.broker.security.jwt import b64url_encode
+
 from .errors import SaslAuthenticationFailed
 
 PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER, GSSAPI = (
@@ -44,7 +46,6 @@ class SaslMechanismClient(Protocol):
         """The next token for the broker: ``challenge`` None asks for the initial response. None
         means there is nothing more to send (the exchange is over on this side). Raises
         SaslAuthenticationFailed when the broker's answer proves it is not who it should be."""
-        ...
 
 
 class PlainClient:
@@ -224,11 +225,6 @@ def initial_response(token: str, extensions: Mapping[str, str] | None = None, au
 # -- OAUTHBEARER tokens --------------------------------------------------------------------
 
 
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def _json_string(text: str) -> str:
     # Kafka escapes only '"' and '\' in these claims; json.dumps escapes those and control characters.
     return json.dumps(text, ensure_ascii=False)
@@ -289,8 +285,8 @@ def unsecured_token(options: Mapping[str, str], now_ms: int | None = None) -> st
     principal = claims.get(principal_claim)
     if not isinstance(principal, str) or not principal.strip():
         raise SecurityConfigError(f"No principal name in JWT claim: {principal_claim}")
-    header = _b64url(b'{"alg":"none"}')
-    body = _b64url(("{" + ",".join(parts) + "}").encode("utf-8"))
+    header = b64url_encode(b'{"alg":"none"}')
+    body = b64url_encode(("{" + ",".join(parts) + "}").encode("utf-8"))
     return f"{header}.{body}."
 
 

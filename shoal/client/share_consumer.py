@@ -18,19 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 
-from .cluster import KafkaClient, now_ms
-from .config import COMMON_DEFAULTS, make_config
+from .cluster import AsyncCore, now_ms
+from .config import COMMON_DEFAULTS, CONSUMER_DEFAULTS, make_config
 from .errors import ClosedError, IllegalStateError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from .share_member import ShareMember
-from .share_requests import RENEW_VERSION, AckCallback, AckResults, Acks, ShareRequests
-from .share_session import AcknowledgeType, ShareConsumerRecord, ShareSession, TopicIdPartition
+from .share_requests import RENEW_VERSION, AckCallback, AckResults, ShareRequests
+from .share_session import AcknowledgeType, ShareConsumerRecord
 from .structs import TopicPartition
 from .subscription import SubscriptionState
 
@@ -38,47 +37,30 @@ log = logging.getLogger(__name__)
 
 SHARE_CONSUMER_DEFAULTS: dict[str, Any] = {
     **COMMON_DEFAULTS,
-    "group.id": None,
+    **{k: CONSUMER_DEFAULTS[k] for k in ("group.id", "max.poll.records", "fetch.min.bytes", "fetch.max.bytes",
+                                         "fetch.max.wait.ms", "max.partition.fetch.bytes",
+                                         "default.api.timeout.ms")},
     # "implicit": a poll accepts what the previous poll returned; "explicit": acknowledge() each record.
     "share.acknowledgement.mode": "implicit",
-    "max.poll.records": 500,
-    "fetch.min.bytes": 1,
-    "fetch.max.bytes": 52428800,
-    "fetch.max.wait.ms": 500,
-    "max.partition.fetch.bytes": 1048576,
-    "default.api.timeout.ms": 60000,
 }
 __all__ = ["AIOShareConsumer", "AckCallback", "AckResults", "SHARE_CONSUMER_DEFAULTS"]
 
 
-class AIOShareConsumer(ShareRequests):
+class AIOShareConsumer(ShareRequests, AsyncCore):
     """Asyncio share-group consumer: ``subscribe``, ``poll``, ``acknowledge``, ``commit_sync``, ``close``."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self.config = make_config(SHARE_CONSUMER_DEFAULTS, config, **kwargs)
-        if not self.config["group.id"]:
+        cfg = make_config(SHARE_CONSUMER_DEFAULTS, config, **kwargs)
+        if not cfg["group.id"]:
             raise ValueError("a share consumer needs group.id")
-        mode = str(self.config["share.acknowledgement.mode"]).strip().lower()
+        mode = str(cfg["share.acknowledgement.mode"]).strip().lower()
         if mode not in ("implicit", "explicit"):
             raise ValueError(f"invalid share.acknowledgement.mode {mode!r}: use 'implicit' or 'explicit'")
-        self.config["share.acknowledgement.mode"] = mode
+        cfg["share.acknowledgement.mode"] = mode
+        super().__init__(cfg)
         self.explicit = mode == "explicit"
-        self.group_id: str = self.config["group.id"]
-        self.client = KafkaClient(self.config)
         self.subs = SubscriptionState("latest")
-        self.member: ShareMember | None = None
-        #: The broker's record lock duration, from the last ShareFetch (None before one answered).
-        self.acquisition_lock_timeout_ms: int | None = None
-        self._sessions: dict[int, ShareSession] = {}
-        self._buffer: deque[ShareConsumerRecord] = deque()  # acquired, not yet returned by poll
         self._batch: dict[tuple[TopicPartition, int], ShareConsumerRecord] = {}  # returned, unacknowledged
-        self._pending: Acks = {}  # acknowledgements not yet sent
-        self._fetches: dict[int, asyncio.Task] = {}
-        self._ack_tasks: set[asyncio.Task] = set()
-        self._errors: list[BaseException] = []
-        self._callback: AckCallback | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._needs_metadata = False
         self._last_metadata_ms = 0
         self._started = self._closed = False
 
@@ -90,17 +72,9 @@ class AIOShareConsumer(ShareRequests):
             return
         self._wakeup = asyncio.Event()
         self.member = ShareMember(self.client, self.subs, self.config)
-        self.member.wakeup = self._wake
-        self.member.on_assignment = self._wake
+        self.member.wakeup = self.member.on_assignment = self._wake
         await self.client.refresh_metadata([])
         self._started = True
-
-    async def __aenter__(self) -> AIOShareConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
 
     async def close(self, timeout_ms: int | None = None) -> None:
         """Acknowledge what is pending (implicit mode: the last poll's records as accepted), close
@@ -132,8 +106,8 @@ class AIOShareConsumer(ShareRequests):
         finals = [self._send_acks(node, by_node.pop(node, {}), final=True)
                   for node, s in self._sessions.items() if s.open]
         for node, node_acks in by_node.items():  # no session to carry them: the broker released them
-            self._report(node_acks, {tp: KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"no share session with {node}")
-                                     for tp in node_acks})
+            self._fail_acks(node_acks, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND,
+                                                  f"no share session with {node}"))
         if finals:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*finals, return_exceptions=True), budget / 1000)
@@ -157,7 +131,6 @@ class AIOShareConsumer(ShareRequests):
         self.client.add_topics(self.subs.topics)
 
     def subscription(self) -> set[str]:
-        """The subscribed topics."""
         return set(self.subs.topics)
 
     async def unsubscribe(self) -> None:
@@ -261,10 +234,7 @@ class AIOShareConsumer(ShareRequests):
                 out.update(got)
             return out
 
-        task = asyncio.get_running_loop().create_task(send())
-        self._ack_tasks.add(task)
-        task.add_done_callback(self._ack_tasks.discard)
-        return task
+        return self._spawn_ack(send())
 
     def _settle_batch(self) -> None:
         """Implicit mode: accept every record the last poll returned (renewed ones too, explicitly)."""
@@ -292,24 +262,6 @@ class AIOShareConsumer(ShareRequests):
         return out
 
     # -- assignment and leaders ----------------------------------------------------------
-
-    def _wake(self) -> None:
-        if self._wakeup is not None:
-            self._wakeup.set()
-
-    def _assigned(self) -> dict[TopicPartition, TopicIdPartition]:
-        """The member's assignment by name (topic ids metadata does not name yet are left out)."""
-        if self.member is None:
-            return {}
-        names = self._names()
-        out: dict[TopicPartition, TopicIdPartition] = {}
-        for tid, parts in self.member.assignment.items():
-            name = names.get(tid)
-            if name is None:
-                self._needs_metadata = True
-                continue
-            out.update({TopicPartition(name, p): (tid, p) for p in parts})
-        return out
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions the group assigned this member (shared with other members)."""

@@ -19,6 +19,7 @@ from shoal.protocol.errors import ErrorCode, error_name, is_retriable
 from shoal.protocol.generated.api_keys import ApiKey
 
 from .cluster import KafkaClient
+from .consumer_member import resolve_assignment
 from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from .protocol import request_class
 from .share_member import ShareMember
@@ -32,7 +33,7 @@ from .share_session import (
     acknowledgement_batches,
     acquired_records,
 )
-from .structs import TopicPartition
+from .structs import TopicPartition, by_topic
 
 log = logging.getLogger(__name__)
 
@@ -49,27 +50,37 @@ AckCallback = Callable[[dict[TopicPartition, set[int]], Exception | None], Any]
 
 
 class ShareRequests:
-    """ShareFetch and ShareAcknowledge for the share consumer (its state is declared here)."""
+    """ShareFetch and ShareAcknowledge for the share consumer, and the state they keep."""
 
-    config: dict[str, Any]
-    client: KafkaClient
-    group_id: str
-    member: ShareMember | None
-    acquisition_lock_timeout_ms: int | None
-    _sessions: dict[int, ShareSession]
-    _buffer: deque[ShareConsumerRecord]
-    _pending: Acks
-    _fetches: dict[int, asyncio.Task]
-    _ack_tasks: set[asyncio.Task]
-    _errors: list[BaseException]
-    _callback: AckCallback | None
-    _needs_metadata: bool
-
-    def _assigned(self) -> dict[TopicPartition, TopicIdPartition]:
-        raise NotImplementedError
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.group_id: str = config["group.id"]
+        self.client = KafkaClient(config)
+        self.member: ShareMember | None = None
+        #: The broker's record lock duration, from the last ShareFetch (None before one answered).
+        self.acquisition_lock_timeout_ms: int | None = None
+        self._sessions: dict[int, ShareSession] = {}
+        self._buffer: deque[ShareConsumerRecord] = deque()  # acquired, not yet returned by poll
+        self._pending: Acks = {}  # acknowledgements not yet sent
+        self._fetches: dict[int, asyncio.Task] = {}
+        self._ack_tasks: set[asyncio.Task] = set()
+        self._errors: list[BaseException] = []
+        self._callback: AckCallback | None = None
+        self._needs_metadata = False
+        self._wakeup: asyncio.Event | None = None  # set by start(): wakes a waiting poll
 
     def _wake(self) -> None:
-        raise NotImplementedError
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _assigned(self) -> dict[TopicPartition, TopicIdPartition]:
+        """The member's assignment by name (topic ids metadata does not name yet are left out)."""
+        if self.member is None:
+            return {}
+        _resolved, by_name, unknown = resolve_assignment(self.client.cluster, self.member.assignment)
+        if unknown:
+            self._needs_metadata = True
+        return {tp: (tid, tp.partition) for tp, tid in by_name.items()}
 
     def _names(self) -> dict[uuid.UUID, str]:
         return {i.topic_id: n for n, i in self.client.cluster.topics.items() if isinstance(i.topic_id, uuid.UUID)}
@@ -110,10 +121,11 @@ class ShareRequests:
                 del self._pending[tp]
             self._spawn_ack(self._send_acks(node, acks))
 
-    def _spawn_ack(self, coro: Any) -> None:
+    def _spawn_ack(self, coro: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._ack_tasks.add(task)
         task.add_done_callback(self._ack_tasks.discard)
+        return task
 
     def _session(self, node: int) -> ShareSession:
         s = self._sessions.get(node)
@@ -132,11 +144,10 @@ class ShareRequests:
                 parts.setdefault((tid, tp.partition), []).extend(
                     batch_cls(first_offset=f, last_offset=la, acknowledge_types=ts)
                     for f, la, ts in acknowledgement_batches(offs))
-        topics: dict[uuid.UUID, list[Any]] = {}
         part_cls = cls.FetchPartition if fetch else cls.AcknowledgePartition
-        for (tid, p), batches in sorted(parts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
-            # PartitionMaxBytes is a v0 field only: v1+ share max_bytes across the request.
-            topics.setdefault(tid, []).append(part_cls(partition_index=p, acknowledgement_batches=batches))
+        # PartitionMaxBytes is a v0 field only: v1+ share max_bytes across the request.
+        topics = by_topic((tip, part_cls(partition_index=tip[1], acknowledgement_batches=batches))
+                          for tip, batches in sorted(parts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])))
         topic_cls = cls.FetchTopic if fetch else cls.AcknowledgeTopic
         return [topic_cls(topic_id=t, partitions=ps) for t, ps in topics.items()]
 
@@ -162,7 +173,7 @@ class ShareRequests:
             log.debug("share fetch from node %s failed: %r", node, e)
             session.reset()
             self._needs_metadata = True
-            self._report(acks, {tp: e for tp in acks})
+            self._fail_acks(acks, e)
             await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
             return
         except asyncio.CancelledError:
@@ -187,9 +198,7 @@ class ShareRequests:
                 if (ids.get(tp.topic), tp.partition) in wanted and AcknowledgeType.RENEW not in offs.values():
                     acks[tp] = self._pending.pop(tp)
         added, forgotten = session.changes(wanted)
-        fgt: dict[uuid.UUID, list[int]] = {}
-        for tid, p in forgotten:
-            fgt.setdefault(tid, []).append(p)
+        fgt = by_topic((tip, tip[1]) for tip in forgotten)
         # As Java: max.poll.records bounds both the records acquired and the batch size.
         return cls(group_id=self.group_id, member_id=self.member.member_id, share_session_epoch=session.epoch,
                    max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
@@ -234,7 +243,7 @@ class ShareRequests:
     def _on_request_error(self, node: int, api: str, code: int, message: str | None, acks: Acks) -> None:
         """A top-level error: the acknowledgements it carried failed; fatal ones reach the application."""
         err = error_for(code, f"{api} to node {node}: {error_name(code)}" + (f": {message}" if message else ""))
-        self._report(acks, {tp: err for tp in acks})
+        self._fail_acks(acks, err)
         if code in (ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH):
             log.info("share session with node %s: %s; opening a new one", node, error_name(code))
         elif code in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -254,10 +263,8 @@ class ShareRequests:
             if not session.open or conn is None or conn.closed:
                 # The session is gone (the broker released its records), or there never was one.
                 session.reset()
-                err = KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"no share session with node {node}")
-                results: AckResults = {tp: err for tp in acks}
-                self._report(acks, results)
-                return results
+                return self._fail_acks(acks, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND,
+                                                        f"no share session with node {node}"))
             epoch = FINAL_EPOCH if final else session.epoch
             version = conn.version_up_to(ApiKey.SHARE_ACKNOWLEDGE, FETCH_VERSION)
             req = cls(group_id=self.group_id, member_id=self.member.member_id, share_session_epoch=epoch,
@@ -268,21 +275,25 @@ class ShareRequests:
                 resp = await conn.send(req, version=version)
             except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
                 session.reset()
-                results = {tp: e for tp in acks}
-                self._report(acks, results)
-                return results
+                return self._fail_acks(acks, e)
             session.on_response(epoch, resp.error_code, session.partitions)
         if resp.error_code:
             self._on_request_error(node, "ShareAcknowledge", resp.error_code, resp.error_message, acks)
             err = error_for(resp.error_code, f"ShareAcknowledge to node {node}")
             return {tp: err for tp in acks}
         names = self._names()
-        results = {tp: None for tp in acks}
+        results: AckResults = {tp: None for tp in acks}
         for t in resp.responses:
             for p in t.partitions:
                 tp = TopicPartition(names.get(t.topic_id, ""), p.partition_index)
                 if tp in results and p.error_code:
                     results[tp] = error_for(p.error_code, f"acknowledge {tp}")
+        self._report(acks, results)
+        return results
+
+    def _fail_acks(self, acks: Acks, err: Exception) -> AckResults:
+        """Report every acknowledgement of ``acks`` as failed with ``err``; the results."""
+        results: AckResults = {tp: err for tp in acks}
         self._report(acks, results)
         return results
 

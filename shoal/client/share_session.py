@@ -25,8 +25,6 @@ from .structs import TopicPartition
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 #: An offset inside an acquired range that holds no record (compacted away, a control record).
 GAP = 0
-CONTROL_MASK = 0x20
-TIMESTAMP_TYPE_MASK = 0x08
 #: Top-level errors after which the broker has no session for this member: start a new one.
 SESSION_ERRORS = (ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH)
 
@@ -95,16 +93,15 @@ def acquired_records(tp: TopicPartition, data: Any, ranges: Iterable[tuple[int, 
     seen: set[int] = set()
     if data is not None and len(data) > 0:
         for h in iter_batches(data):
-            if h.attributes & CONTROL_MASK:
+            if h.is_control:
                 continue  # a transaction marker: its offset is a gap to the application
-            ts_type = 1 if h.attributes & TIMESTAMP_TYPE_MASK else 0
             for r in iter_records(data, h):
                 delivered = counts.get(r.offset)
                 if delivered is None or r.offset in seen:
                     continue
                 seen.add(r.offset)
-                records.append(ShareConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, ts_type,
-                                                   r.key, r.value, r.headers, delivered))
+                records.append(ShareConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp,
+                                                   h.timestamp_type, r.key, r.value, r.headers, delivered))
     records.sort(key=lambda rec: rec.offset)
     gaps = sorted(off for off in counts if off not in seen)
     return records, gaps
@@ -140,9 +137,8 @@ class ShareSession:
         self.partitions = set()
 
     def changes(self, wanted: set[TopicIdPartition]) -> tuple[list[TopicIdPartition], list[TopicIdPartition]]:
-        """(partitions to add, partitions to forget) to make the session fetch ``wanted``."""
-        if not self.open:
-            return sorted(wanted, key=_key), []
+        """(partitions to add, partitions to forget) to make the session fetch ``wanted`` (a session
+        at epoch 0 holds no partitions: it adds them all)."""
         return (sorted(wanted - self.partitions, key=_key), sorted(self.partitions - wanted, key=_key))
 
     def on_response(self, sent_epoch: int, error_code: int, partitions: set[TopicIdPartition]) -> None:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable
 from typing import Any
 
-from .share_consumer import AckCallback, AckResults, AIOShareConsumer
-from .share_session import AcknowledgeType, ShareConsumerRecord
-from .structs import TopicPartition
-from .sync import _as_coro, _copy_result, _LoopThread, _SyncFace
+from .share_consumer import AckResults, AIOShareConsumer
+from .sync import _blocking, _delegate, _on_loop, _SyncFace
 
 
 class ShareConsumer(_SyncFace):
@@ -18,49 +15,25 @@ class ShareConsumer(_SyncFace):
     The acknowledgement commit callback runs on the consumer's I/O thread.
     """
 
+    _core: AIOShareConsumer
+
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self._core = AIOShareConsumer(config, **kwargs)  # validates the config before a thread starts
-        self._lt = _LoopThread("shoal-share-consumer")
-        self.config = self._core.config
+        super().__init__(AIOShareConsumer(config, **kwargs), "shoal-share-consumer")
         self._start()
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Join the share group for ``topics`` (on the next poll)."""
-        self._lt.run(_as_coro(self._core.subscribe, list(topics) if not isinstance(topics, str) else [topics]))
-
-    def subscription(self) -> set[str]:
-        return self._core.subscription()
-
-    def assignment(self) -> set[TopicPartition]:
-        return self._lt.run(_as_coro(self._core.assignment))
-
-    def unsubscribe(self) -> None:
-        self._lt.run(self._core.unsubscribe())
-
-    def poll(self, timeout_ms: int = 0) -> list[ShareConsumerRecord]:
-        """Records acquired for this member, at most ``max.poll.records``; [] when none in time."""
-        return self._lt.run(self._core.poll(timeout_ms))
-
-    def acknowledge(self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:  # noqa: A002
-        """Acknowledge one record of the last poll (explicit mode)."""
-        self._lt.run(_as_coro(self._core.acknowledge, record, type))
-
-    def commit_sync(self, timeout_ms: int | None = None) -> AckResults:
-        """Send the pending acknowledgements and wait: each partition's error, or None."""
-        return self._lt.run(self._core.commit_sync(timeout_ms))
+    subscribe = _on_loop(AIOShareConsumer.subscribe)
+    subscription = _delegate(AIOShareConsumer.subscription)
+    assignment = _on_loop(AIOShareConsumer.assignment)
+    unsubscribe = _blocking(AIOShareConsumer.unsubscribe)
+    poll = _blocking(AIOShareConsumer.poll)
+    acknowledge = _on_loop(AIOShareConsumer.acknowledge)
+    commit_sync = _blocking(AIOShareConsumer.commit_sync)
 
     def commit_async(self) -> concurrent.futures.Future[AckResults]:
         """Send the pending acknowledgements; the future (and the commit callback) get the results."""
-        async def start() -> Any:
-            return self._core.commit_async()
+        return self._task_future(self._core.commit_async)
 
-        task = self._lt.run(start())
-        cf: concurrent.futures.Future[AckResults] = concurrent.futures.Future()
-        self._lt.loop.call_soon_threadsafe(lambda: task.add_done_callback(lambda t: _copy_result(t, cf)))
-        return cf
-
-    def set_acknowledgement_commit_callback(self, callback: AckCallback | None) -> None:
-        self._core.set_acknowledgement_commit_callback(callback)
+    set_acknowledgement_commit_callback = _delegate(AIOShareConsumer.set_acknowledgement_commit_callback)
 
     @property
     def acquisition_lock_timeout_ms(self) -> int | None:
@@ -68,9 +41,4 @@ class ShareConsumer(_SyncFace):
 
     def close(self, timeout_ms: int | None = None) -> None:
         """Acknowledge what is pending, close the share sessions, leave the group."""
-        if self._lt.loop.is_closed():
-            return
-        try:
-            self._lt.run(self._core.close(timeout_ms))
-        finally:
-            self._lt.stop()
+        self._shutdown(lambda: self._core.close(timeout_ms))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Hashable, Iterable
+from typing import NamedTuple, TypeVar
 
 from shoal.assignors.types import TopicPartition
 
@@ -14,7 +15,11 @@ __all__ = [
     "ConsumerGroupMetadata",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
+    "by_topic",
 ]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
@@ -59,3 +64,11 @@ class ConsumerGroupMetadata(NamedTuple):
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+def by_topic(items: Iterable[tuple[tuple[K, int], V]]) -> dict[K, list[V]]:
+    """``(partition, value)`` pairs grouped by the partition's topic (name or id), in order."""
+    out: dict[K, list[V]] = {}
+    for tp, value in items:
+        out.setdefault(tp[0], []).append(value)
+    return out

@@ -15,9 +15,6 @@ class PartitionState:
     position: int | None = None
     paused: bool = False
     reset_strategy: str | None = None  # pending reset: "earliest" | "latest"
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    last_stable_offset: int = -1
 
 
 class SubscriptionState:

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import queue
-import re
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, Self, TypeVar
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
-from shoal.protocol.record_batch import EncodedRecords
-
-from .accumulator import DeliveryCallback, ProducerBatch, RecordFuture
+from .accumulator import DeliveryCallback, RecordFuture
 from .consumer import AIOConsumer
-from .errors import ClosedError
 from .producer import AIOProducer
-from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .structs import OffsetAndMetadata, TopicPartition
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class _LoopThread:
@@ -47,8 +45,10 @@ class _LoopThread:
 class _SyncFace:
     """A blocking face of an asyncio core that runs on its own _LoopThread; as a context manager, closed on exit."""
 
-    _lt: _LoopThread
-    _core: Any
+    def __init__(self, core: Any, thread_name: str) -> None:
+        self._core = core  # built first: an invalid config raises before a thread starts
+        self.config: dict[str, Any] = core.config
+        self._lt = _LoopThread(thread_name)
 
     def _start(self) -> None:
         """Start the core on the loop thread; a failed start stops the thread."""
@@ -57,6 +57,26 @@ class _SyncFace:
         except BaseException:
             self._lt.stop()
             raise
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of the core on the loop thread and wait for it."""
+        return self._lt.run(coro)
+
+    def _task_future(self, start: Callable[[], asyncio.Task]) -> concurrent.futures.Future:
+        """Call ``start`` (which starts a task of the core) on the loop; a future of the task's result."""
+        task = self._run(_as_coro(start))
+        cf: concurrent.futures.Future = concurrent.futures.Future()
+        self._lt.loop.call_soon_threadsafe(lambda: task.add_done_callback(lambda t: _copy_result(t, cf)))
+        return cf
+
+    def _shutdown(self, close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run ``close()`` on the loop, then stop the thread (once)."""
+        if self._lt.loop.is_closed():
+            return
+        try:
+            self._run(close())
+        finally:
+            self._lt.stop()
 
     def close(self) -> None:
         raise NotImplementedError
@@ -68,6 +88,30 @@ class _SyncFace:
         self.close()
 
 
+# Methods that only hand a call to the core, made from the core's: run here, on the loop, or awaited there.
+
+def _delegate(method: Callable[Concatenate[Any, P], T]) -> Callable[Concatenate[_SyncFace, P], T]:
+    @functools.wraps(method)
+    def call(self: _SyncFace, *args: P.args, **kwargs: P.kwargs) -> T:
+        return method(self._core, *args, **kwargs)
+    return call
+
+
+def _on_loop(method: Callable[Concatenate[Any, P], T]) -> Callable[Concatenate[_SyncFace, P], T]:
+    @functools.wraps(method)
+    def call(self: _SyncFace, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._lt.run(_as_coro(method, self._core, *args, **kwargs))
+    return call
+
+
+def _blocking(method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
+              ) -> Callable[Concatenate[_SyncFace, P], T]:
+    @functools.wraps(method)
+    def call(self: _SyncFace, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(method(self._core, *args, **kwargs))
+    return call
+
+
 class Producer(_SyncFace):
     """Synchronous producer: ``send`` returns a :class:`RecordFuture` of the ``RecordMetadata``.
 
@@ -77,10 +121,10 @@ class Producer(_SyncFace):
     on the producer's I/O thread.
     """
 
+    _core: AIOProducer
+
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self._core = AIOProducer(config, **kwargs)  # validates the config before a thread starts
-        self._lt = _LoopThread("shoal-producer")
-        self.config = self._core.config
+        super().__init__(AIOProducer(config, **kwargs), "shoal-producer")
         self._start()
 
     def send(
@@ -95,10 +139,7 @@ class Producer(_SyncFace):
     ) -> RecordFuture:
         """Enqueue one record; the future resolves when the broker acknowledges it."""
         core = self._core
-        if core._closed:
-            raise ClosedError("producer is closed")
-        if core.txn is not None:
-            core.txn.check_can_send()
+        core.check_can_send()
         rec = core.make_record(key, value, headers, timestamp_ms, on_delivery)
         parts = core.client.cluster.partitions_for(topic)
         if parts is None:  # unknown topic: fetch its metadata on the loop (blocks up to max.block.ms)
@@ -113,39 +154,22 @@ class Producer(_SyncFace):
             self._lt.loop.call_soon_threadsafe(core._wakeup.set)
         return RecordFuture(batch, index)
 
-    def send_batch(self, topic: str, partition: int,
-                   rows: list[tuple[int, bytes | None, bytes | None, Any]] | EncodedRecords) -> ProducerBatch:
-        """Queue rows (or an encoded records section) as one record batch (see ``AIOProducer.send_batch``); ``batch.wait()``,
-        ``batch.error`` and ``batch.base_offset`` tell how it went."""
-        return self._lt.run(self._core.send_batch(topic, partition, rows))
+    # ``batch.wait()``, ``batch.error`` and ``batch.base_offset`` tell how a send_batch went.
+    send_batch = _blocking(AIOProducer.send_batch)
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordFuture:
-        """Alias of ``send`` for confluent-kafka users."""
-        return self.send(topic, value, key, **kw)
+    produce = send  # confluent-kafka's name
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record sent so far is acknowledged (or failed)."""
         self._lt.run(self._core.flush(None if timeout is None else int(timeout * 1000)))
 
-    def partitions_for(self, topic: str) -> list[int]:
-        return self._lt.run(self._core.partitions_for(topic))
-
+    partitions_for = _blocking(AIOProducer.partitions_for)
     # Transactions (transactional.id set): see AIOProducer.
-    def init_transactions(self) -> None:
-        self._lt.run(self._core.init_transactions())
-
-    def begin_transaction(self) -> None:
-        self._lt.run(_as_coro(self._core.begin_transaction))
-
-    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, OffsetAndMetadata | int],
-                                    group: str | ConsumerGroupMetadata) -> None:
-        self._lt.run(self._core.send_offsets_to_transaction(offsets, group))
-
-    def commit_transaction(self) -> None:
-        self._lt.run(self._core.commit_transaction())
-
-    def abort_transaction(self) -> None:
-        self._lt.run(self._core.abort_transaction())
+    init_transactions = _blocking(AIOProducer.init_transactions)
+    begin_transaction = _on_loop(AIOProducer.begin_transaction)
+    send_offsets_to_transaction = _blocking(AIOProducer.send_offsets_to_transaction)
+    commit_transaction = _blocking(AIOProducer.commit_transaction)
+    abort_transaction = _blocking(AIOProducer.abort_transaction)
 
     def close(self, timeout: float | None = None) -> None:
         if self._lt.loop.is_closed():
@@ -153,9 +177,7 @@ class Producer(_SyncFace):
         try:
             self.flush(timeout)
         finally:
-            self._lt.run(self._core.close(0))
-            self._lt.stop()
-
+            self._shutdown(lambda: self._core.close(0))
 
 
 def _copy_result(f: asyncio.Future, cf: concurrent.futures.Future) -> None:
@@ -170,21 +192,21 @@ def _copy_result(f: asyncio.Future, cf: concurrent.futures.Future) -> None:
 class Consumer(_SyncFace):
     """Synchronous consumer.  Rebalance listener callbacks run on the calling thread inside poll()."""
 
+    _core: AIOConsumer
+
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self._lt = _LoopThread("shoal-consumer")
-        self._core = AIOConsumer(config, **kwargs)
-        self.config = self._core.config
+        super().__init__(AIOConsumer(config, **kwargs), "shoal-consumer")
         self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._core.listener_runner = self._run_on_app_thread
         self._start()
 
-    # Listener calls are queued to whichever thread is waiting in _call (the application's).
+    # Listener calls are queued to whichever thread is waiting in _run (the application's).
     async def _run_on_app_thread(self, fn: Callable[[list[TopicPartition]], Any], partitions: list[TopicPartition]) -> None:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._calls.put((fn, partitions, done))
         await asyncio.wrap_future(done)
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         fut = self._lt.submit(coro)
         fut.add_done_callback(lambda _f: self._calls.put(None))
         while not fut.done():
@@ -200,99 +222,46 @@ class Consumer(_SyncFace):
                 done.set_result(None)
         return fut.result()
 
-    def subscribe(self, topics: list[str] | None = None, pattern: str | re.Pattern[str] | None = None,
-                  listener: Any = None) -> None:
-        self._core.subscribe(topics, pattern=pattern, listener=listener)
-
-    def assign(self, partitions: list[TopicPartition]) -> None:
-        self._core.assign(partitions)
-
-    def unsubscribe(self) -> None:
-        self._call(self._core.unsubscribe())
-
-    def assignment(self) -> set[TopicPartition]:
-        return self._core.assignment()
-
-    def subscription(self) -> set[str]:
-        return self._core.subscription()
-
-    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Records by partition, at most ``max.poll.records`` in all; {} when none within the timeout."""
-        return self._call(self._core.poll(timeout_ms, max_records))
-
-    def commit_sync(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None,
-                    timeout_ms: int | None = None) -> None:
-        self._call(self._core.commit_sync(offsets, timeout_ms))
+    subscribe = _delegate(AIOConsumer.subscribe)
+    assign = _delegate(AIOConsumer.assign)
+    unsubscribe = _blocking(AIOConsumer.unsubscribe)
+    assignment = _delegate(AIOConsumer.assignment)
+    subscription = _delegate(AIOConsumer.subscription)
+    poll = _blocking(AIOConsumer.poll)
+    commit_sync = _blocking(AIOConsumer.commit_sync)
 
     def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None,
                      callback: Callable[[dict, BaseException | None], None] | None = None) -> concurrent.futures.Future[None]:
         """Start a commit; the callback runs on the consumer's I/O thread."""
-        async def start() -> asyncio.Task:
-            return self._core.commit_async(offsets, callback)
-
-        task = self._call(start())
-        cf: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._lt.loop.call_soon_threadsafe(lambda: task.add_done_callback(lambda t: _copy_result(t, cf)))
-        return cf
+        return self._task_future(lambda: self._core.commit_async(offsets, callback))
 
     def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None, asynchronous: bool = False) -> Any:
         return self.commit_async(offsets) if asynchronous else self.commit_sync(offsets)
 
-    def committed(self, partitions: list[TopicPartition], timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        return self._call(self._core.committed(partitions, timeout_ms))
-
-    def position(self, tp: TopicPartition) -> int:
-        return self._call(self._core.position(tp))
-
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self._lt.run(_as_coro(self._core.seek, tp, offset))
-
-    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        self._lt.run(_as_coro(self._core.seek_to_beginning, *partitions))
-
-    def seek_to_end(self, *partitions: TopicPartition) -> None:
-        self._lt.run(_as_coro(self._core.seek_to_end, *partitions))
-
-    def pause(self, *partitions: TopicPartition) -> None:
-        self._lt.run(_as_coro(self._core.pause, *partitions))
-
-    def resume(self, *partitions: TopicPartition) -> None:
-        self._lt.run(_as_coro(self._core.resume, *partitions))
-
-    def paused(self) -> set[TopicPartition]:
-        return self._core.paused()
-
-    def beginning_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._call(self._core.beginning_offsets(partitions))
-
-    def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._call(self._core.end_offsets(partitions))
-
-    def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int] | None]:
-        return self._call(self._core.offsets_for_times(timestamps))
-
-    def topics(self) -> dict[str, list[int]]:
-        return self._call(self._core.topics())
+    committed = _blocking(AIOConsumer.committed)
+    position = _blocking(AIOConsumer.position)
+    seek = _on_loop(AIOConsumer.seek)
+    seek_to_beginning = _on_loop(AIOConsumer.seek_to_beginning)
+    seek_to_end = _on_loop(AIOConsumer.seek_to_end)
+    pause = _on_loop(AIOConsumer.pause)
+    resume = _on_loop(AIOConsumer.resume)
+    paused = _delegate(AIOConsumer.paused)
+    beginning_offsets = _blocking(AIOConsumer.beginning_offsets)
+    end_offsets = _blocking(AIOConsumer.end_offsets)
+    offsets_for_times = _blocking(AIOConsumer.offsets_for_times)
+    topics = _blocking(AIOConsumer.topics)
 
     @property
     def group_generation(self) -> tuple[int, str]:
         return self._core.group_generation
 
-    def group_metadata(self) -> ConsumerGroupMetadata:
-        return self._core.group_metadata()
-
+    group_metadata = _delegate(AIOConsumer.group_metadata)
     consumer_group_metadata = group_metadata  # confluent-kafka's name
 
     def close(self, autocommit: bool = True) -> None:
-        if self._lt.loop.is_closed():
-            return
-        try:
-            self._call(self._core.close(autocommit))
-        finally:
-            self._lt.stop()
+        self._shutdown(lambda: self._core.close(autocommit))
 
 
-
-async def _as_coro(fn: Callable[..., T], *args: Any) -> T:
+async def _as_coro(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     # Run a synchronous core method on the loop thread, where the core's state lives.
-    return fn(*args)
+    return fn(*args, **kwargs)

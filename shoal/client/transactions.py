@@ -35,7 +35,7 @@ from .errors import (
     error_for,
 )
 from .protocol import request_class
-from .structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition, by_topic
 
 log = logging.getLogger(__name__)
 
@@ -233,15 +233,12 @@ class TransactionManager:
         deadline = now_ms() + int(self.config["delivery.timeout.ms"])
         try:
             while self.pending and not self.has_error:
-                batch = sorted(self.pending)
-                by_topic: dict[str, list[int]] = {}
-                for tp in batch:
-                    by_topic.setdefault(tp.topic, []).append(tp.partition)
-                resp = await self._call(ApiKey.ADD_PARTITIONS_TO_TXN, lambda v, by_topic=by_topic: cls(
+                topics = by_topic((tp, tp.partition) for tp in sorted(self.pending))
+                resp = await self._call(ApiKey.ADD_PARTITIONS_TO_TXN, lambda v, topics=topics: cls(
                     v3_and_below_transactional_id=self.transactional_id,
                     v3_and_below_producer_id=self.producer_id, v3_and_below_producer_epoch=self.producer_epoch,
                     v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=t, partitions=ps)
-                                         for t, ps in by_topic.items()]), deadline)
+                                         for t, ps in topics.items()]), deadline)
                 retry_code = None
                 for t in resp.results_by_topic_v3_and_below:
                     for r in t.results_by_partition:
@@ -293,16 +290,14 @@ class TransactionManager:
         while remaining:
             if node is None:
                 node = await self.client.find_coordinator(group.group_id, 0, deadline)
-            by_topic: dict[str, list[Any]] = {}
-            for tp, om in remaining.items():
-                by_topic.setdefault(tp.topic, []).append(cls.TxnOffsetCommitRequestPartition(
-                    partition_index=tp.partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
-                    committed_metadata=om.metadata))
-            resp = await self._call(ApiKey.TXN_OFFSET_COMMIT, lambda v, by_topic=by_topic: cls(
+            topics = by_topic((tp, cls.TxnOffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
+                committed_metadata=om.metadata)) for tp, om in remaining.items())
+            resp = await self._call(ApiKey.TXN_OFFSET_COMMIT, lambda v, topics=topics: cls(
                 transactional_id=self.transactional_id, group_id=group.group_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, generation_id=group.generation_id, member_id=group.member_id,
                 group_instance_id=group.group_instance_id,
-                topics=[cls.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]),
+                topics=[cls.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()]),
                 deadline, node=node)
             retry_code = None
             for t in resp.topics:
@@ -316,13 +311,11 @@ class TransactionManager:
                     elif code in _FENCED:
                         self.batch_error(code, error_for(code))
                         raise self.error or error_for(code)
-                    elif code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID):
-                        err = CommitFailedError(f"TxnOffsetCommit for group {group.group_id}: "
-                                                f"{ErrorCode(code).name}")
-                        self.abortable(err)
-                        raise err
                     else:
-                        err = error_for(code, f"TxnOffsetCommit {tp}")
+                        err = (CommitFailedError(f"TxnOffsetCommit for group {group.group_id}: "
+                                                 f"{ErrorCode(code).name}")
+                               if code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID)
+                               else error_for(code, f"TxnOffsetCommit {tp}"))
                         self.abortable(err)
                         raise err
             if retry_code is not None:

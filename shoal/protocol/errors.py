@@ -243,6 +243,15 @@ class CodedError(Exception):
     error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+class Refusal(Exception):
+    """Kafka refuses (part of) a request: the error code and message its response carries."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 def error_code_of(exc: BaseException, default: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR) -> ErrorCode:
     """The Kafka error an exception stands for: its ``error_code`` if it is a CodedError, else
     ``default`` (an unexpected failure)."""

@@ -87,8 +87,7 @@ def encode_request(
     out = bytearray(4)
     header.encode_into(out, hv)
     out += body
-    _I32.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    return bytes(finish_frame(out))
 
 
 def encode_response(correlation_id: int, header_version: int, body: bytes | bytearray | memoryview) -> bytes:

@@ -16,7 +16,6 @@ __all__ = [
     "skip_tagged_fields",
     "truncated",
     "uvarint_bytes",
-    "write_uvarint",
 ]
 
 # One-byte varints are by far the common case (lengths + 1, counts, tags).
@@ -35,11 +34,6 @@ def uvarint_bytes(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
-
-
-def write_uvarint(out: bytearray, value: int) -> None:
-    """Append an unsigned varint to ``out``."""
-    out += uvarint_bytes(value)
 
 
 def read_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:

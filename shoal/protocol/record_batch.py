@@ -34,6 +34,7 @@ from google_crc32c import value as _crc32c
 
 from shoal.protocol import compression as _compression
 from shoal.protocol.errors import CodedError, ErrorCode
+from shoal.protocol.primitives import uvarint_bytes
 
 MAGIC = 2
 LOG_OVERHEAD = 12
@@ -192,13 +193,6 @@ class BatchHeader:
     def next_offset(self) -> int:
         return self.base_offset + self.last_offset_delta + 1
 
-    @property
-    def last_sequence(self) -> int:
-        """Sequence of the last record (wraps at int32 like Kafka); -1 without a sequence."""
-        if self.base_sequence < 0:
-            return -1
-        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
-
     def __repr__(self) -> str:
         return (
             f"BatchHeader(base_offset={self.base_offset}, size={self.size}, "
@@ -257,11 +251,6 @@ def compute_crc(buf: Buffer, pos: int, size: int) -> int:
     """CRC-32C of a batch's bytes from ``attributes`` to its end."""
     # The C extension only takes bytes (not memoryview/bytearray): one copy.
     return _crc32c(bytes(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]))
-
-
-def crc_is_valid(buf: Buffer, header: BatchHeader) -> bool:
-    """True when the stored CRC matches the batch contents."""
-    return compute_crc(buf, header.position, header.size) == header.crc
 
 
 def validate_batches(
@@ -364,11 +353,6 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
     _I64.pack_into(buf, pos, base_offset)
 
 
-def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    """Overwrite a batch's partition leader epoch in place (not covered by the CRC)."""
-    _I32.pack_into(buf, pos + 12, epoch)
-
-
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
     """Mark a batch LogAppendTime with ``timestamp`` as its max timestamp; recompute the CRC."""
     size = _I32.unpack_from(buf, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
@@ -383,13 +367,7 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
 
 
 def _encode_varint(n: int) -> bytes:
-    v = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return uvarint_bytes((n << 1) ^ (n >> 63))
 
 
 # Lengths and deltas are nearly always small: encode them by table lookup.
@@ -428,6 +406,14 @@ def read_varint(buf: bytes, pos: int, max_shift: int = 63,
 # decoding
 
 
+def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    """A varint-length byte field (length -1: null) and the position after it."""
+    n, pos = read_varint(data, pos)
+    if n < 0:
+        return None, pos
+    return data[pos : pos + n], pos + n
+
+
 def _decode_records(
     data: bytes, count: int, base_offset: int, base_timestamp: int, timestamp_override: int | None
 ) -> Iterator[Record]:
@@ -442,18 +428,8 @@ def _decode_records(
         pos += 1  # record attributes: unused
         ts_delta, pos = rv(data, pos)
         offset_delta, pos = rv(data, pos)
-        klen, pos = rv(data, pos)
-        if klen < 0:
-            key = None
-        else:
-            key = data[pos : pos + klen]
-            pos += klen
-        vlen, pos = rv(data, pos)
-        if vlen < 0:
-            value = None
-        else:
-            value = data[pos : pos + vlen]
-            pos += vlen
+        key, pos = _read_bytes(data, pos)
+        value, pos = _read_bytes(data, pos)
         nheaders, pos = rv(data, pos)
         headers: list[tuple[str, bytes | None]] = []
         for _h in range(nheaders):
@@ -462,12 +438,7 @@ def _decode_records(
                 raise CorruptRecordError("null header key")
             hkey = data[pos : pos + hklen].decode("utf-8", "replace")
             pos += hklen
-            hvlen, pos = rv(data, pos)
-            if hvlen < 0:
-                hval = None
-            else:
-                hval = data[pos : pos + hvlen]
-                pos += hvlen
+            hval, pos = _read_bytes(data, pos)
             headers.append((hkey, hval))
         if pos != record_end:
             raise CorruptRecordError("record length does not match its contents")
@@ -704,20 +675,21 @@ def control_type(batch: Buffer, header: BatchHeader | None = None) -> int:
 RecordInput = tuple[int, Buffer | None, Buffer | None, Sequence[tuple[str | bytes, Buffer | None]] | None]
 
 
+def _put_bytes(out: bytearray, b: Buffer | None) -> None:
+    """Append a varint-length byte field (None: null, length -1)."""
+    if b is None:
+        out += b"\x01"  # varint(-1)
+    else:
+        out += _varint(len(b))
+        out += b
+
+
 def _encode_record(out: bytearray, offset_delta: int, ts_delta: int, key, value, headers) -> None:
     body = bytearray(b"\x00")
     body += _varint(ts_delta)
     body += _varint(offset_delta)
-    if key is None:
-        body += b"\x01"  # varint(-1)
-    else:
-        body += _varint(len(key))
-        body += key
-    if value is None:
-        body += b"\x01"
-    else:
-        body += _varint(len(value))
-        body += value
+    _put_bytes(body, key)
+    _put_bytes(body, value)
     body += encode_headers(headers) if headers else b"\x00"
     out += _varint(len(body))
     out += body
@@ -732,11 +704,7 @@ def encode_headers(headers: Sequence[tuple[str | bytes, bytes | None]] | None) -
         hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
         out += _varint(len(hkb))
         out += hkb
-        if hv is None:
-            out += b"\x01"
-        else:
-            out += _varint(len(hv))
-            out += hv
+        _put_bytes(out, hv)
     return bytes(out)
 
 

@@ -169,9 +169,7 @@ def _swap(seg: Segment, cleaned: Segment, now_ms: int) -> Segment:
     # Old indexes go first: if we die after this, the new log's indexes are rebuilt on load.
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         (directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
-    name = segment_file_name(base, LOG_SUFFIX)
-    os.replace(directory / (name + CLEANED_SUFFIX), directory / name)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # the log first
         name = segment_file_name(base, suffix)
         os.replace(directory / (name + CLEANED_SUFFIX), directory / name)
     fsync_dir(directory)

@@ -93,22 +93,15 @@ class LogConfig:
             if not cond:
                 raise InvalidConfigError(f"invalid value {value!r} for configuration {name}: {rule}")
 
+        def at_least(name: str, value: float | None, least: int) -> None:
+            need(value is None or value >= least, name, value, f"must be at least {least}")
+
         # Kafka allows segment.bytes down to 14 (a legacy record's overhead).
-        need(self.segment_bytes >= 14, "segment.bytes", self.segment_bytes, "must be at least 14")
-        need(self.segment_ms >= 1, "segment.ms", self.segment_ms, "must be at least 1")
-        need(self.retention_ms >= -1, "retention.ms", self.retention_ms, "must be at least -1")
-        need(
-            self.flush_interval_messages is None or self.flush_interval_messages >= 1,
-            "flush.messages",
-            self.flush_interval_messages,
-            "must be at least 1",
-        )
-        need(
-            self.flush_interval_ms is None or self.flush_interval_ms >= 0,
-            "flush.ms",
-            self.flush_interval_ms,
-            "must be at least 0",
-        )
+        at_least("segment.bytes", self.segment_bytes, 14)
+        at_least("segment.ms", self.segment_ms, 1)
+        at_least("retention.ms", self.retention_ms, -1)
+        at_least("flush.messages", self.flush_interval_messages, 1)  # None: never
+        at_least("flush.ms", self.flush_interval_ms, 0)
         # An empty list is valid, as in Kafka (ConfigDef.ValidList): neither deleted nor compacted.
         policies = [p.strip() for p in self.cleanup_policy.split(",") if p.strip()]
         need(
@@ -117,45 +110,23 @@ class LogConfig:
             self.cleanup_policy,
             "must be a list of 'delete' and/or 'compact'",
         )
-        need(self.max_message_bytes >= 0, "max.message.bytes", self.max_message_bytes, "must be at least 0")
-        need(
-            self.index_interval_bytes >= 0,
-            "index.interval.bytes",
-            self.index_interval_bytes,
-            "must be at least 0",
-        )
+        at_least("max.message.bytes", self.max_message_bytes, 0)
+        at_least("index.interval.bytes", self.index_interval_bytes, 0)
         need(
             self.message_timestamp_type in ("CreateTime", "LogAppendTime"),
             "message.timestamp.type",
             self.message_timestamp_type,
             "must be CreateTime or LogAppendTime",
         )
-        need(
-            self.min_compaction_lag_ms >= 0,
-            "min.compaction.lag.ms",
-            self.min_compaction_lag_ms,
-            "must be at least 0",
-        )
-        need(
-            self.delete_retention_ms >= 0,
-            "delete.retention.ms",
-            self.delete_retention_ms,
-            "must be at least 0",
-        )
-        for name, value in (("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms),
-                            ("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms),
-                            ("message.timestamp.difference.max.ms", self.message_timestamp_difference_max_ms)):
-            need(value >= 0, name, value, "must be at least 0")
+        at_least("min.compaction.lag.ms", self.min_compaction_lag_ms, 0)
+        at_least("delete.retention.ms", self.delete_retention_ms, 0)
+        at_least("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms, 0)
+        at_least("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms, 0)
+        at_least("message.timestamp.difference.max.ms", self.message_timestamp_difference_max_ms, 0)
         need(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio", self.min_cleanable_dirty_ratio,
              "must be between 0 and 1")
-        need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", self.max_compaction_lag_ms,
-             "must be at least 1")
-        need(
-            self.segment_index_bytes >= 4,
-            "segment.index.bytes",
-            self.segment_index_bytes,
-            "must be at least 4",
-        )
+        at_least("max.compaction.lag.ms", self.max_compaction_lag_ms, 1)
+        at_least("segment.index.bytes", self.segment_index_bytes, 4)
 
     @classmethod
     def from_topic_configs(

@@ -25,6 +25,17 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
+def replace_file(path: Path, data: bytes, *, fsync: bool = False) -> None:
+    """Write ``path`` atomically: a temporary file, renamed over it."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 class IndexCorruptError(Exception):
     """An index file does not check out; the caller rebuilds it from the log."""
 
@@ -86,14 +97,11 @@ class _IndexFile:
             os.close(self._fd)
             self._fd = None
 
-    def _rewrite(self, data: bytes) -> None:
-        """Replace the whole file (used after a rebuild)."""
+    def _rewrite(self, *columns: array) -> None:
+        """Replace the whole file with the entries of these columns (used after a rebuild)."""
         self.close()
         self._pending.clear()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, self.path)
+        replace_file(self.path, b"".join(self.entry.pack(*e) for e in zip(*columns, strict=True)))
 
     def delete(self) -> None:
         self.close()
@@ -148,9 +156,7 @@ class OffsetIndex(_IndexFile):
         """Replace all entries with absolute (offset, position) pairs and rewrite the file."""
         self.rel_offsets = array("i", (o - self.base_offset for o, _ in entries))
         self.positions = array("i", (p for _, p in entries))
-        self._rewrite(
-            b"".join(_OFFSET_ENTRY.pack(r, p) for r, p in zip(self.rel_offsets, self.positions, strict=True))
-        )
+        self._rewrite(self.rel_offsets, self.positions)
 
 
 class TimeIndex(_IndexFile):
@@ -208,6 +214,4 @@ class TimeIndex(_IndexFile):
         """Replace all entries with (timestamp, absolute offset) pairs and rewrite the file."""
         self.timestamps = array("q", (t for t, _ in entries))
         self.rel_offsets = array("i", (o - self.base_offset for _, o in entries))
-        self._rewrite(
-            b"".join(_TIME_ENTRY.pack(t, r) for t, r in zip(self.timestamps, self.rel_offsets, strict=True))
-        )
+        self._rewrite(self.timestamps, self.rel_offsets)

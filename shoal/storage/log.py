@@ -39,6 +39,7 @@ from shoal.clock import now_ms as wall_clock_ms
 from shoal.protocol import record_batch as rb
 from shoal.storage.config import LogConfig
 from shoal.storage.errors import OffsetOutOfRangeError, StorageError
+from shoal.storage.index import replace_file
 from shoal.storage.producer_state import (
     AppendOrigin,
     BatchMetadata,
@@ -175,21 +176,22 @@ class PartitionLog:
                 if h.last_offset < start or h.producer_id < 0:
                     continue
                 if h.is_control:
-                    batch = os.pread(seg.fd, h.size, h.position)
                     try:
-                        marker = rb.control_record(batch, rb.parse_header(batch))
+                        self._apply_marker(seg, h, os.pread(seg.fd, h.size, h.position))
                     except rb.RecordBatchError:
                         continue  # an emptied control batch (cleaned): nothing to apply
-                    completed = state.apply_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch,
-                                                   marker.control_type, h.base_offset, h.max_timestamp)
-                    if completed is not None and completed.is_aborted:
-                        self._index_abort(seg, completed)
                 else:
                     state.apply_batch(h)
 
-    def _index_abort(self, seg: Segment, completed: CompletedTxn) -> None:
-        seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
-                                        self.producer_state.stable_offset_after(completed)))
+    def _apply_marker(self, seg: Segment, h: rb.BatchHeader, batch: bytes | memoryview) -> CompletedTxn | None:
+        """Apply the control batch ``batch`` (of ``seg``) to the producer state, indexing an abort."""
+        marker = rb.control_record(batch, rb.parse_header(batch))
+        completed = self.producer_state.apply_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch,
+                                                     marker.control_type, h.base_offset, h.max_timestamp)
+        if completed is not None and completed.is_aborted:
+            seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                            self.producer_state.stable_offset_after(completed)))
+        return completed
 
     def take_snapshot(self, offset: int | None = None) -> None:
         """Write the producer state as ``<offset>.snapshot`` (default: the log end)."""
@@ -211,10 +213,7 @@ class PartitionLog:
             return None
 
     def _write_log_start_offset(self) -> None:
-        path = self.dir / LOG_START_OFFSET_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(f"{self._log_start_offset}\n")
-        os.replace(tmp, path)
+        replace_file(self.dir / LOG_START_OFFSET_FILE, f"{self._log_start_offset}\n".encode())
 
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         seg = Segment(self.dir, base, self.config, now_ms)
@@ -231,10 +230,6 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
-
-    @property
-    def earliest_offset(self) -> int:
-        return self._log_start_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -399,14 +394,9 @@ class PartitionLog:
             if h.producer_id < 0:
                 continue
             if h.is_control:
-                batch = memoryview(buf)[h.position:h.position + h.size]
-                marker = rb.control_record(batch, rb.parse_header(batch))
-                completed = state.apply_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch,
-                                               marker.control_type, h.base_offset, h.max_timestamp)
+                completed = self._apply_marker(seg, h, memoryview(buf)[h.position:h.position + h.size])
                 if completed is not None:
                     completed_txns.append(completed)
-                    if completed.is_aborted:
-                        self._index_abort(seg, completed)
             else:
                 state.apply_batch(h)
         return tuple(completed_txns)
@@ -437,12 +427,6 @@ class PartitionLog:
         if self.config.flush_interval_messages is not None or self.config.flush_interval_ms is not None:
             fsync_dir(self.dir)
         return seg
-
-    def roll(self, now_ms: int | None = None) -> None:
-        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
-        self._check_open()
-        if self._segments[-1].size:
-            self._roll(self.log_end_offset, wall_clock_ms() if now_ms is None else now_ms)
 
     # -- flush -------------------------------------------------------------
 

@@ -29,7 +29,6 @@ batch) are a cache from which the log is replayed on load.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from google_crc32c import value as crc32c
 
 from shoal.protocol.errors import CodedError, ErrorCode
 from shoal.protocol.record_batch import CONTROL_ABORT, BatchHeader
+from shoal.storage.index import replace_file
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -326,11 +326,4 @@ def list_snapshots(directory: Path) -> list[int]:
 
 def write_snapshot(directory: Path, offset: int, data: bytes, *, fsync: bool) -> None:
     """Write ``<offset>.snapshot`` atomically (tmp + rename)."""
-    path = snapshot_path(directory, offset)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_file(snapshot_path(directory, offset), data, fsync=fsync)

@@ -64,7 +64,11 @@ class Segment:
         self.dir = directory
         self.base_offset = base_offset
         self.config = config
-        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
+
+        def path(kind: str) -> Path:
+            return directory / (segment_file_name(base_offset, kind) + suffix)
+
+        self.log_path = path(LOG_SUFFIX)
         # Internal topics' segments stay open (the coordinators read them from a thread); the
         # others share the process's bounded pool of open files (file_pool.py).
         self._pinned = directory.name.startswith("__")
@@ -73,18 +77,11 @@ class Segment:
         if not self._pinned:
             POOL.opened(self)
         self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(
-            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
-            base_offset,
-            max(1, config.segment_index_bytes // OffsetIndex.entry.size),
-        )
-        self.time_index = TimeIndex(
-            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
-            base_offset,
-            max(1, config.segment_index_bytes // TimeIndex.entry.size),
-        )
+        index_bytes = config.segment_index_bytes
+        self.offset_index = OffsetIndex(path(INDEX_SUFFIX), base_offset, max(1, index_bytes // OffsetIndex.entry.size))
+        self.time_index = TimeIndex(path(TIME_INDEX_SUFFIX), base_offset, max(1, index_bytes // TimeIndex.entry.size))
         # Aborted transactions whose ABORT marker is in this segment.
-        self.txn_index = TransactionIndex(directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
+        self.txn_index = TransactionIndex(path(TXN_INDEX_SUFFIX))
         self.txn_index.load()
         self.created_ms = now_ms
         self.bytes_since_index_entry = 0
@@ -318,17 +315,12 @@ class Segment:
                 return h.position
         return None
 
-    def read(
-        self, position: int, max_bytes: int, *, min_one: bool, max_offset: int | None
-    ) -> bytes | memoryview:
-        """Whole batches from ``position``: up to ``max_bytes`` (at least one batch if ``min_one``),
-        none whose last offset reaches ``max_offset``."""
-        return self.read_with_end(position, max_bytes, min_one=min_one, max_offset=max_offset)[0]
-
     def read_with_end(
         self, position: int, max_bytes: int, *, min_one: bool, max_offset: int | None
     ) -> tuple[bytes | memoryview, int]:
-        """As ``read``, with the offset after the last batch returned (-1 when none is)."""
+        """Whole batches from ``position``: up to ``max_bytes`` (at least one batch if ``min_one``),
+        none whose last offset reaches ``max_offset``; and the offset after the last batch returned
+        (-1 when none is)."""
         remaining = self.size - position
         if remaining <= 0:
             return b"", -1
@@ -363,7 +355,7 @@ class Segment:
         """Max record timestamp, or the file's mtime when no batch carries one (as Kafka)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        return self.last_modified_ms()
 
     # -- lifecycle ---------------------------------------------------------
 

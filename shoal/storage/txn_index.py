@@ -19,6 +19,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
+from shoal.storage.index import replace_file
+
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -100,10 +102,7 @@ class TransactionIndex:
         if not self.entries:
             self.path.unlink(missing_ok=True)
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(b"".join(e.encode() for e in self.entries))
-        os.replace(tmp, self.path)
+        replace_file(self.path, b"".join(e.encode() for e in self.entries))
 
     def reset(self, entries: list[AbortedTxn]) -> None:
         """Replace all entries (after compaction rewrote the segment)."""

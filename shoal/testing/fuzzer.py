@@ -38,13 +38,13 @@ from typing import Any
 
 from shoal.protocol import compression
 from shoal.protocol.codegen import FieldSpec, MessageSpec, StructSpec, load_all
-from shoal.protocol.framing import decode_response_header, encode_request, response_header_version
+from shoal.protocol.framing import encode_request
 from shoal.protocol.generated import API_BY_KEY
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
 from shoal.protocol.record_batch import HEADER_SIZE, _assemble, build_batch
-from shoal.testing.sasl_fuzz import SASL_OVERRIDES, fuzz_sessions, session_frames
+from shoal.testing import sasl_fuzz
 
 CONTROL_TOPIC = "fuzz-control"
 TOPICS = ["fuzz-a", "fuzz-b", "__consumer_offsets", "__transaction_state", "", "fuzz-" + "x" * 250]
@@ -62,7 +62,6 @@ INTS = {
 MAY_WAIT = {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.INIT_PRODUCER_ID,
             ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT,
             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.CONSUMER_GROUP_HEARTBEAT}
-_SIZE = struct.Struct(">i")
 
 
 # ---------------------------------------------------------------------------
@@ -206,7 +205,7 @@ def mutate(frame: bytes, rng: random.Random) -> bytes:
             struct.pack_into(">h", body, 0, rng.choice([-1, 0, 1, 3, 8, 18, 67, 1000]))
         else:  # garbage tagged fields at the end
             body += bytes([rng.randrange(1, 5)]) + os.urandom(rng.randrange(1, 20))
-    return _SIZE.pack(len(body)) + bytes(body)
+    return sasl_fuzz.SIZE.pack(len(body)) + bytes(body)
 
 
 # ---------------------------------------------------------------------------
@@ -226,21 +225,22 @@ class Stats:
     rss_kb: list[int] = field(default_factory=list)
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
-    (size,) = _SIZE.unpack(await reader.readexactly(4))
-    return await reader.readexactly(size)
+async def _ask(host: str, port: int, api_key: int, version: int, request: Any) -> bytes:
+    """One request on a connection of its own; the answer frame (without its size)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(encode_request(api_key, version, 1, "fuzzer", request.encode(version)))
+        await writer.drain()
+        return await asyncio.wait_for(sasl_fuzz.read_frame(reader), 10)
+    finally:
+        writer.close()
 
 
 async def advertised_versions(host: str, port: int) -> dict[int, tuple[int, int]]:
-    reader, writer = await asyncio.open_connection(host, port)
-    try:
-        writer.write(encode_request(ApiKey.API_VERSIONS, 3, 1, "fuzzer", ApiVersionsRequest(
-            client_software_name="shoal-fuzzer", client_software_version="1").encode(3)))
-        await writer.drain()
-        resp = ApiVersionsResponse.decode((await asyncio.wait_for(_read_frame(reader), 10))[4:], 3)
-        return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    finally:
-        writer.close()
+    frame = await _ask(host, port, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(
+        client_software_name="shoal-fuzzer", client_software_version="1"))
+    resp = ApiVersionsResponse.decode(frame[4:], 3)
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
 
 async def fuzz_connection(host: str, port: int, frames: Any, stats: Stats, answer_timeout: float,
@@ -261,13 +261,13 @@ async def fuzz_connection(host: str, port: int, frames: Any, stats: Stats, answe
         try:
             writer.write(frame)
             await writer.drain()
-            await asyncio.wait_for(_read_frame(reader), answer_timeout)
+            await asyncio.wait_for(sasl_fuzz.read_frame(reader), answer_timeout)
             stats.answered += 1
             continue
         except (asyncio.IncompleteReadError, ConnectionError):
             stats.closed += 1
         except TimeoutError:
-            declared = _SIZE.unpack_from(frame)[0]
+            declared = sasl_fuzz.SIZE.unpack_from(frame)[0]
             if api_key in MAY_WAIT or declared != len(frame) - 4:
                 stats.waited += 1
             else:
@@ -293,9 +293,8 @@ async def control_client(host: str, port: int, stats: Stats, stop: asyncio.Event
         corr += 1
         writer.write(encode_request(key, version, corr, "control", req.encode(version)))
         await writer.drain()
-        frame = await asyncio.wait_for(_read_frame(reader), 5)
-        _, offset = decode_response_header(frame, response_header_version(key, version))
-        return resp_cls.decode(memoryview(frame)[offset:], version)
+        frame = await asyncio.wait_for(sasl_fuzz.read_frame(reader), 5)
+        return sasl_fuzz.decode_answer(frame, key, version, resp_cls)
 
     try:
         while not stop.is_set():
@@ -393,8 +392,8 @@ async def run(host: str, port: int, frames: int, seed: int, connections: int, an
             await asyncio.gather(*(fuzz_connection(host, port, shared, stats, answer_timeout, stop)
                                    for _ in range(connections)))
         else:  # unauthenticated sessions on the SASL listener (shoal.testing.sasl_fuzz)
-            sessions = (session_frames(rng, shared) for _ in range(frames // 3))
-            await asyncio.gather(*(fuzz_sessions(host, sasl_port, sessions, stats, answer_timeout)
+            sessions = (sasl_fuzz.session_frames(rng, shared) for _ in range(frames // 3))
+            await asyncio.gather(*(sasl_fuzz.fuzz_sessions(host, sasl_port, sessions, stats, answer_timeout)
                                    for _ in range(connections)))
             stats.control_failures += [f"topic {t!r} exists: a frame sent before authentication changed the broker"
                                        for t in await topic_names(host, port) if t != CONTROL_TOPIC]
@@ -407,21 +406,13 @@ async def run(host: str, port: int, frames: int, seed: int, connections: int, an
     return stats
 
 
-
 async def topic_names(host: str, port: int) -> list[str]:
     """Every topic the broker has (a Metadata request for all)."""
     from shoal.protocol.generated.metadata_request import MetadataRequest
     from shoal.protocol.generated.metadata_response import MetadataResponse
 
-    reader, writer = await asyncio.open_connection(host, port)
-    try:
-        writer.write(encode_request(ApiKey.METADATA, 12, 1, "fuzzer", MetadataRequest(topics=None).encode(12)))
-        await writer.drain()
-        frame = await asyncio.wait_for(_read_frame(reader), 10)
-        _, offset = decode_response_header(frame, response_header_version(ApiKey.METADATA, 12))
-        return [t.name for t in MetadataResponse.decode(memoryview(frame)[offset:], 12).topics]
-    finally:
-        writer.close()
+    frame = await _ask(host, port, ApiKey.METADATA, 12, MetadataRequest(topics=None))
+    return [t.name for t in sasl_fuzz.decode_answer(frame, ApiKey.METADATA, 12, MetadataResponse).topics]
 
 
 def report(stats: Stats, seconds: float, tracebacks: int | None, crashed: bool | None) -> str:
@@ -473,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
 
         data = Path(tempfile.mkdtemp(prefix="shoal-fuzz-")) / "data"
         overrides = {"request.read.timeout.ms": "3000", "log.retention.check.interval.ms": "600000",
-                     **(SASL_OVERRIDES if args.sasl else {})}
+                     **(sasl_fuzz.SASL_OVERRIDES if args.sasl else {})}
         proc = BrokerProcess(data, overrides=overrides).start()
         host, port = "127.0.0.1", next(iter(proc.ports.values()))
         sasl_port = next(iter(proc.listener_ports.values()))["SASL_PLAINTEXT"] if args.sasl else None
@@ -499,16 +490,9 @@ def main(argv: list[str] | None = None) -> int:
 def _ensure_control_topic(host: str, port: int) -> None:
     from shoal.protocol.generated.create_topics_request import CreateTopicsRequest
 
-    async def go() -> None:
-        reader, writer = await asyncio.open_connection(host, port)
-        req = CreateTopicsRequest(timeout_ms=5000, topics=[CreateTopicsRequest.CreatableTopic(
-            name=CONTROL_TOPIC, num_partitions=1, replication_factor=1)])
-        writer.write(encode_request(ApiKey.CREATE_TOPICS, 5, 1, "fuzzer", req.encode(5)))
-        await writer.drain()
-        await asyncio.wait_for(_read_frame(reader), 10)
-        writer.close()
-
-    asyncio.run(go())
+    req = CreateTopicsRequest(timeout_ms=5000, topics=[CreateTopicsRequest.CreatableTopic(
+        name=CONTROL_TOPIC, num_partitions=1, replication_factor=1)])
+    asyncio.run(_ask(host, port, ApiKey.CREATE_TOPICS, 5, req))
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ async def fuzz_sessions(host: str, port: int, sessions: Iterator[list[bytes]], s
                 stats.frames += 1
                 writer.write(frame)
                 await writer.drain()
-                answer = await asyncio.wait_for(_read(reader), answer_timeout)
+                answer = await asyncio.wait_for(read_frame(reader), answer_timeout)
                 stats.answered += 1
                 if _authenticated(frame, answer):
                     stats.control_failures.append(f"a fuzz token authenticated: {frame[:80].hex()}")
@@ -104,9 +104,15 @@ async def fuzz_sessions(host: str, port: int, sessions: Iterator[list[bytes]], s
             writer.close()
 
 
-async def _read(reader: asyncio.StreamReader) -> bytes:
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
     (size,) = SIZE.unpack(await reader.readexactly(4))
     return await reader.readexactly(size)
+
+
+def decode_answer(frame: bytes, api_key: int, version: int, response_cls: Any) -> Any:
+    """A response frame (without its size) decoded past its header."""
+    _, offset = decode_response_header(frame, response_header_version(api_key, version))
+    return response_cls.decode(memoryview(frame)[offset:], version)
 
 
 def _authenticated(frame: bytes, answer: bytes) -> bool:
@@ -116,8 +122,7 @@ def _authenticated(frame: bytes, answer: bytes) -> bool:
         return False
     version = struct.unpack_from(">h", frame, 6)[0]
     try:
-        _, offset = decode_response_header(answer, response_header_version(ApiKey.SASL_AUTHENTICATE, version))
-        response = SaslAuthenticateResponse.decode(memoryview(answer)[offset:], version)
+        response = decode_answer(answer, ApiKey.SASL_AUTHENTICATE, version, SaslAuthenticateResponse)
     except (DecodeError, ValueError, struct.error):
         return False
     return response.error_code == 0 and not bytes(response.auth_bytes).startswith(b'{"status"')

@@ -27,6 +27,7 @@ from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.create_acls_request import CreateAclsRequest
 from shoal.protocol.generated.delete_acls_request import DeleteAclsRequest
 from shoal.protocol.generated.describe_acls_request import DescribeAclsRequest
+from shoal.tools.secure_wire import command_config
 from shoal.tools.wire import ToolClient, ToolError
 
 __all__ = ["AclUsageError", "add_acls_parser", "run_acls"]
@@ -173,8 +174,7 @@ def resource_to_entries(args: argparse.Namespace) -> dict[Pattern, list[Entry]]:
         entries = _entries(args, ops)
         out.update({f: list(entries) for f in resource_filters(args)})
     if args.producer:
-        filters = resource_filters(args)
-        for f in filters:
+        for f in resource_filters(args):
             if f.resource_type == ResourceType.TOPIC:
                 out[f] = _entries(args, (_O.WRITE, _O.DESCRIBE, _O.CREATE))
             elif f.resource_type == ResourceType.TRANSACTIONAL_ID:
@@ -333,8 +333,6 @@ def remove(client: ToolClient, args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------- entry point
 def run_acls(args: argparse.Namespace) -> int:
-    from shoal.tools.secure_wire import command_config
-
     try:
         action = check_args(args)
         if action == "add":

@@ -22,6 +22,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.client.sasl_mechanisms import scram_salted_password
 from shoal.protocol.generated.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
@@ -29,7 +30,7 @@ from shoal.protocol.generated.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
 )
 from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
-from shoal.tools.wire import BrokerConnection, ToolClient, ToolError, error_name
+from shoal.tools.wire import BrokerConnection, ToolClient, ToolError, check_error
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 GROUP_CONFIG_SOURCE = 8  # a group config override (DescribeConfigs' GROUP_CONFIG)
@@ -105,8 +106,7 @@ def describe(client: ToolClient, entity_type: int, name: str, describe_all: bool
         resource_type=entity_type, resource_name=name, configuration_keys=None)],
         include_synonyms=True, include_documentation=False), v)
     r = resp.results[0]
-    if r.error_code:
-        raise ToolError(r.error_message or f"cannot describe {name}: {error_name(r.error_code)}")
+    check_error(r.error_code, f"cannot describe {name}", r.error_message)
     if entity_type == TOPIC:
         wanted = 1
     elif entity_type == GROUP:
@@ -146,8 +146,7 @@ def alter(client: ToolClient, entity_type: int, name: str, add: dict[str, str], 
     resp = conn.send(cls(resources=[cls.AlterConfigsResource(resource_type=entity_type, resource_name=name,
                                                              configs=configs)], validate_only=False))
     r = resp.responses[0]
-    if r.error_code:
-        raise ToolError(r.error_message or f"cannot alter {name}: {error_name(r.error_code)}")
+    check_error(r.error_code, f"cannot alter {name}", r.error_message)
 
 
 def entities(client: ToolClient, entity_type: int) -> list[str]:
@@ -166,26 +165,8 @@ DEFAULT_SCRAM_ITERATIONS = 4096  # ConfigCommand's default, also the mechanisms'
 _CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
 
 
-def _java_set(names: list[str]) -> str:
-    return "[" + ", ".join(names) + "]"
-
-
-def check_user_configs(add: dict[str, str], delete: list[str]) -> None:
-    """Only SCRAM mechanisms here (configs_cli.py has sent quota keys to quotas.py)."""
-    unknown_add = [k for k in add if k not in SCRAM_MECHANISMS]
-    unknown_delete = [k for k in delete if k not in SCRAM_MECHANISMS]
-    if unknown_add:
-        raise ToolError("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. "
-                        f"Unexpected config names: {_java_set(unknown_add)}")
-    if unknown_delete:
-        raise ToolError("Only quota and SCRAM credential configs can be deleted for 'users' using "
-                        f"--bootstrap-server. Unexpected config names: {_java_set(unknown_delete)}")
-
-
 def scram_upsertion(user: str, mechanism: str, value: str) -> Any:
     """One upsertion of ``SCRAM-SHA-256=[iterations=8192,password=...]``: salted here, as AdminClient does."""
-    from shoal.client.sasl_mechanisms import scram_salted_password
-
     m = _CREDENTIAL.fullmatch(value)
     if m is None:
         raise ToolError(f"Invalid credential property {mechanism}={value}")
@@ -216,20 +197,19 @@ def _base36(n: int) -> str:
 def alter_scram(client: ToolClient, user: str, add: dict[str, str], delete: list[str]) -> None:
     """AlterUserScramCredentials with every deletion and upsertion of ``user`` in one request, as Kafka's
     ConfigCommand sends them: a broker refuses two changes of one user in a request (DUPLICATE_RESOURCE,
-    "A user credential cannot be altered twice in the same request"), and so does this tool then."""
+    "A user credential cannot be altered twice in the same request"), and so does this tool then. The keys
+    of ``add`` and ``delete`` are SCRAM mechanisms: configs_cli.py sends only those here (quotas.is_quota_alter
+    has refused any other key)."""
     if not user:
         raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials "
                         "using --bootstrap-server.")
-    check_user_configs(add, delete)
     cls = AlterUserScramCredentialsRequest
     deletions = [cls.ScramCredentialDeletion(name=user, mechanism=SCRAM_MECHANISMS[m]) for m in delete]
     upsertions = [scram_upsertion(user, m, v) for m, v in add.items()]
     conn = client.node(client.all_nodes()[0])
     resp = conn.send(cls(deletions=deletions, upsertions=upsertions))
     for r in resp.results:
-        if r.error_code:
-            raise ToolError(r.error_message or f"cannot alter the SCRAM credentials of {r.user}: "
-                                               f"{error_name(r.error_code)}")
+        check_error(r.error_code, f"cannot alter the SCRAM credentials of {r.user}", r.error_message)
 
 
 def describe_scram(client: ToolClient, user: str | None) -> list[str]:
@@ -238,8 +218,7 @@ def describe_scram(client: ToolClient, user: str | None) -> list[str]:
     conn = client.node(client.all_nodes()[0])
     users = None if user is None else [DescribeUserScramCredentialsRequest.UserName(name=user)]
     resp = conn.send(DescribeUserScramCredentialsRequest(users=users))
-    if resp.error_code:
-        raise ToolError(resp.error_message or f"cannot describe SCRAM credentials: {error_name(resp.error_code)}")
+    check_error(resp.error_code, "cannot describe SCRAM credentials", resp.error_message)
     lines = []
     for r in resp.results:
         if r.error_code:

@@ -43,17 +43,6 @@ def parse_properties(items: Iterable[str], what: str = "property") -> dict[str, 
     return out
 
 
-def properties_file(path: str) -> dict[str, str]:
-    """A Java properties file (``--producer.config`` / ``--consumer.config``)."""
-    from shoal.broker.config import parse_properties as parse_java_properties
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return parse_java_properties(f.read())
-    except OSError as e:
-        raise ToolError(f"cannot read {path}: {e.strerror or e}") from None
-
-
 # ---------------------------------------------------------------- producer
 @dataclass
 class LineReader:
@@ -273,10 +262,9 @@ def consumer_config(bootstrap: str, *, group: str | None, from_beginning: bool, 
         raise ToolError("Options group and partition cannot be specified together.")
     if given:
         cfg["group.id"] = given.pop()
-    elif not assigned:
-        cfg["group.id"] = f"console-consumer-{random.randrange(100000)}"
-        cfg.setdefault("enable.auto.commit", "false")
     else:
+        if not assigned:
+            cfg["group.id"] = f"console-consumer-{random.randrange(100000)}"
         cfg.setdefault("enable.auto.commit", "false")
     reset = cfg.get("auto.offset.reset")
     if reset is not None and from_beginning and reset != "earliest":

@@ -17,13 +17,13 @@ def _produce(args: argparse.Namespace) -> int:
         parse_properties,
         produce_lines,
         producer_config,
-        properties_file,
     )
+    from shoal.tools.secure_wire import command_config as properties_file
     from shoal.tools.wire import ToolError
 
     reader = LineReader.from_properties(parse_properties(args.property or []))
-    extra = properties_file(args.command_config) if args.command_config else {}
-    extra.update(properties_file(args.producer_config) if args.producer_config else {})
+    extra = properties_file(args.command_config)  # each file: {} when not given
+    extra.update(properties_file(args.producer_config))
     extra.update(parse_properties(args.producer_property or [], "producer property"))
     cfg = producer_config(args.bootstrap_server, acks=args.request_required_acks, compression=args.compression_codec,
                           linger_ms=args.timeout, batch_size=args.batch_size,
@@ -75,9 +75,9 @@ def _consume(args: argparse.Namespace) -> int:
         consumer_config,
         parse_offset,
         parse_properties,
-        properties_file,
         stdout_bytes,
     )
+    from shoal.tools.secure_wire import command_config as properties_file
     from shoal.tools.wire import ToolError
 
     if bool(args.topic) == bool(args.include):
@@ -89,8 +89,8 @@ def _consume(args: argparse.Namespace) -> int:
     if args.offset is not None and args.from_beginning:
         raise ToolError("Options from-beginning and offset cannot be specified together.")
     formatter = Formatter.from_properties(parse_properties(args.property or []), args.formatter)
-    extra = properties_file(args.command_config) if args.command_config else {}
-    extra.update(properties_file(args.consumer_config) if args.consumer_config else {})
+    extra = properties_file(args.command_config)  # each file: {} when not given
+    extra.update(properties_file(args.consumer_config))
     extra.update(parse_properties(args.consumer_property or [], "consumer property"))
     cfg = consumer_config(args.bootstrap_server, group=args.group, from_beginning=args.from_beginning,
                           isolation_level=args.isolation_level, extra=extra, assigned=args.partition is not None)

@@ -24,7 +24,7 @@ from shoal.protocol.generated.describe_groups_request import DescribeGroupsReque
 from shoal.protocol.generated.offset_commit_request import OffsetCommitRequest
 from shoal.protocol.generated.offset_delete_request import OffsetDeleteRequest
 from shoal.tools.groups import _committed_offsets, _retrying, list_groups, list_offsets
-from shoal.tools.wire import ToolClient, ToolError, error_name
+from shoal.tools.wire import ToolClient, ToolError, check_error, error_name
 
 EARLIEST, LATEST = -2, -1
 TP = tuple[str, int]
@@ -75,8 +75,7 @@ def parse_topic_args(client: ToolClient, args: list[str]) -> list[TP]:
     if whole:
         md = client.metadata(whole)
         for t in md.topics:
-            if t.error_code:
-                raise ToolError(f"topic {t.name}: {error_name(t.error_code)}")
+            check_error(t.error_code, f"topic {t.name}")
             out += [(t.name, p.partition_index) for p in t.partitions]
     return sorted(set(out))
 
@@ -84,8 +83,7 @@ def parse_topic_args(client: ToolClient, args: list[str]) -> list[TP]:
 def group_state(client: ToolClient, group: str) -> str:
     conn = client.find_coordinator(group)
     g = _retrying(lambda: conn.send(DescribeGroupsRequest(groups=[group])).groups[0])
-    if g.error_code:
-        raise ToolError(f"cannot describe group {group!r}: {error_name(g.error_code)}")
+    check_error(g.error_code, f"cannot describe group {group!r}")
     return g.group_state
 
 
@@ -192,8 +190,7 @@ def commit(client: ToolClient, group: str, offsets: dict[TP, int]) -> None:
         return next((p.error_code for t in resp.topics for p in t.partitions if p.error_code), ErrorCode.NONE)
 
     code = first_error(_retrying(lambda: conn.send(req, v), first_error))
-    if code:
-        raise ToolError(f"committing the new offsets of group {group!r} failed: {error_name(code)}")
+    check_error(code, f"committing the new offsets of group {group!r} failed")
 
 
 def reset_offsets(client: ToolClient, groups: list[str], *, all_topics: bool, topics: list[str], scenario: str,

@@ -8,16 +8,12 @@ rebalancing" note on stderr. Rows keep the order of the broker's answer, as Kafk
 
 from __future__ import annotations
 
-from shoal.tools.groups import GroupDescription, GroupListing, MemberInfo, PartitionInfo, type_name
-from shoal.tools.table import MISSING
+from shoal.tools.groups import GroupDescription, GroupListing, PartitionInfo, type_name
+from shoal.tools.table import MISSING, assignment_string
 
 __all__ = ["format_kafka_listings", "format_members", "format_offsets", "format_state"]
 
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
-
-
-def _cell(value: object) -> str:
-    return MISSING if value is None else str(value)
 
 
 def _row(widths: list[int], cells: list[object], last_free: bool = True) -> str:
@@ -25,7 +21,7 @@ def _row(widths: list[int], cells: list[object], last_free: bool = True) -> str:
     cell unpadded when ``last_free``."""
     out = []
     for i, (w, c) in enumerate(zip(widths, cells, strict=True)):
-        text = _cell(c)
+        text = MISSING if c is None else str(c)
         out.append(text if (last_free and i == len(widths) - 1) else text.ljust(w))
     return " ".join(out)
 
@@ -50,16 +46,16 @@ def format_kafka_listings(listings: list[GroupListing], include_type: bool, incl
     return "\n".join(lines) + "\n"
 
 
-def _state_note(desc: GroupDescription, rows: int, out: list[str], err: list[str]) -> bool:
-    """ConsumerGroupCommand.shouldPrintMemberState: the note for the group's state; whether to print rows."""
+def _state_note(desc: GroupDescription, rows: int) -> tuple[bool, str, str]:
+    """ConsumerGroupCommand.shouldPrintMemberState: whether to print rows, and the note for the group's
+    state (stdout, stderr)."""
     if desc.state == "Dead":
-        out.append(f"\nError: Consumer group '{desc.group_id}' does not exist.\n")
-        return False
+        return False, f"\nError: Consumer group '{desc.group_id}' does not exist.\n", ""
     if desc.state == "Empty":
-        err.append(f"\nConsumer group '{desc.group_id}' has no active members.\n")
-    elif desc.state in _REBALANCING:
-        err.append(f"\nWarning: Consumer group '{desc.group_id}' is rebalancing.\n")
-    return rows > 0
+        return rows > 0, "", f"\nConsumer group '{desc.group_id}' has no active members.\n"
+    if desc.state in _REBALANCING:
+        return rows > 0, "", f"\nWarning: Consumer group '{desc.group_id}' is rebalancing.\n"
+    return rows > 0, "", ""
 
 
 def _offset_rows(desc: GroupDescription) -> list[PartitionInfo]:
@@ -81,11 +77,10 @@ def _offset_rows(desc: GroupDescription) -> list[PartitionInfo]:
 
 def format_offsets(desc: GroupDescription, verbose: bool = False) -> tuple[str, str]:
     """`--describe [--offsets] [--verbose]`: one row per partition, with its owner."""
-    out: list[str] = []
-    err: list[str] = []
     rows = _offset_rows(desc)
-    if not _state_note(desc, len(rows), out, err):
-        return "".join(out), "".join(err)
+    shown, out, err = _state_note(desc, len(rows))
+    if not shown:
+        return out, err
 
     def owner(p: PartitionInfo, attr: str) -> str:
         return MISSING if p.owner is None else getattr(p.owner, attr)
@@ -103,17 +98,7 @@ def format_offsets(desc: GroupDescription, verbose: bool = False) -> tuple[str, 
             cells.append(p.leader_epoch)
         cells += [p.committed, p.log_end, p.lag, owner(p, "member_id"), owner(p, "host"), owner(p, "client_id")]
         text += "\n" + _row(widths, cells)
-    return text + "\n", "".join(err)
-
-
-def _assignment_string(partitions: list[tuple[str, int]] | None) -> str:
-    """Kafka's getAssignmentString: ``t:0,1;u:2`` (topics sorted), "-" when empty."""
-    by_topic: dict[str, list[int]] = {}
-    for t, p in partitions or ():
-        by_topic.setdefault(t, []).append(p)
-    if not by_topic:
-        return MISSING
-    return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items()))
+    return text + "\n", err
 
 
 def _member_widths(desc: GroupDescription, printed: bool) -> tuple[list[int], list[int], bool]:
@@ -127,47 +112,41 @@ def _member_widths(desc: GroupDescription, printed: bool) -> tuple[list[int], li
         host = max(host, len(m.host))
         client = max(client, len(m.client_id))
         with_instance = with_instance or bool(m.group_instance_id)
-        current = max(current, len(_assignment_string(m.assignment)))
-        target = max(target, len(_assignment_string(m.target_assignment)))
+        current = max(current, len(assignment_string(m.assignment)))
+        target = max(target, len(assignment_string(m.target_assignment)))
     base = [group, member, *([instance] if with_instance else []), host, client, 15]
     return base, [15, current, 15, target], with_instance
-
-
-def _member_cells(desc: GroupDescription, m: MemberInfo, with_instance: bool) -> list[object]:
-    return [desc.group_id, m.member_id, *([m.group_instance_id or ""] if with_instance else []), m.host,
-            m.client_id, len(m.assignment or ())]
 
 
 def format_members(desc: GroupDescription, verbose: bool = False) -> tuple[str, str]:
     """`--describe --members [--verbose]`: one row per member; verbose adds its epoch, its current
     and target assignments and the group's target assignment epoch."""
-    out: list[str] = []
-    err: list[str] = []
-    printed = _state_note(desc, len(desc.members), out, err)
+    printed, out, err = _state_note(desc, len(desc.members))
     base, extra, with_instance = _member_widths(desc, printed)
     head: list[object] = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if with_instance else []), "HOST",
                           "CLIENT-ID", "#PARTITIONS"]
-    text = "".join(out) + "\n" + _row(base, head, last_free=False) + " "
+    text = out + "\n" + _row(base, head, last_free=False) + " "
     if verbose:
         text += _row(extra, ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"],
                      last_free=False)
     text += "\n"
     for m in desc.members:
-        text += _row(base, _member_cells(desc, m, with_instance), last_free=False) + " "
+        cells = [desc.group_id, m.member_id, *([m.group_instance_id or ""] if with_instance else []), m.host,
+                 m.client_id, len(m.assignment or ())]
+        text += _row(base, cells, last_free=False) + " "
         if verbose:
-            text += _row(extra, [m.member_epoch, _assignment_string(m.assignment), desc.assignment_epoch,
-                                 _assignment_string(m.target_assignment)], last_free=False)
+            text += _row(extra, [m.member_epoch, assignment_string(m.assignment), desc.assignment_epoch,
+                                 assignment_string(m.target_assignment)], last_free=False)
         text += "\n"
-    return text, "".join(err)
+    return text, err
 
 
 def format_state(desc: GroupDescription, verbose: bool = False) -> tuple[str, str]:
     """`--describe --state [--verbose]`: the coordinator, assignor, state (and the group and target
     assignment epochs) and the number of members."""
-    out: list[str] = []
-    err: list[str] = []
-    if not _state_note(desc, 1, out, err):
-        return "".join(out), "".join(err)
+    shown, out, err = _state_note(desc, 1)
+    if not shown:
+        return out, err
     node, host, port = desc.coordinator
     coordinator = f"{host}:{port}  ({node})"
     widths = [max(15, len(desc.group_id)), max(25, len(coordinator)), 20, 20]
@@ -180,4 +159,4 @@ def format_state(desc: GroupDescription, verbose: bool = False) -> tuple[str, st
     widths.append(0)
     head.append("#MEMBERS")
     row.append(len(desc.members))
-    return "\n" + _row(widths, head) + "\n" + _row(widths, row) + "\n", "".join(err)
+    return "\n" + _row(widths, head) + "\n" + _row(widths, row) + "\n", err

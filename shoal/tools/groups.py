@@ -27,7 +27,7 @@ from shoal.protocol.generated.list_groups_request import ListGroupsRequest
 from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
 from shoal.protocol.generated.offset_fetch_request import OffsetFetchRequest
 from shoal.tools.table import MISSING, compact_partitions, format_table, lag
-from shoal.tools.wire import ToolClient, ToolError, error_name
+from shoal.tools.wire import ToolClient, ToolError, check_error, error_name
 
 __all__ = [
     "GROUP_STATES",
@@ -111,33 +111,28 @@ def type_name(group_type: str) -> str:
     return group_type.capitalize() if group_type else "Unknown"
 
 
+def _comma_separated(values: Iterable[str]) -> list[tuple[str, str]]:
+    """(value, part) for each non-empty part (stripped) of comma-separated ``values``."""
+    return [(s, part.strip()) for s in values for part in s.split(",") if part.strip()]
+
+
 def normalize_types(types: Iterable[str]) -> list[str]:
     """``--type`` values (comma-separated, case-insensitive) in Kafka's spelling; ToolError on others."""
-    out = []
-    for s in types:
-        for part in s.split(","):
-            part = part.strip().lower()
-            if not part:
-                continue
-            if part not in GROUP_TYPES:
-                raise ToolError(f"Invalid types list '{s}'. Valid types are: {', '.join(GROUP_TYPES)}")
-            out.append(part)
-    return out
+    parts = _comma_separated(types)
+    for s, part in parts:
+        if part.lower() not in GROUP_TYPES:
+            raise ToolError(f"Invalid types list '{s}'. Valid types are: {', '.join(GROUP_TYPES)}")
+    return [part.lower() for _, part in parts]
 
 
 def normalize_states(states: Iterable[str]) -> list[str]:
     """Map user-typed states to Kafka's spelling (case-insensitive); ToolError on an unknown one."""
     known = {s.lower(): s for s in GROUP_STATES}
-    out = []
-    for s in states:
-        for part in s.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if part.lower() not in known:
-                raise ToolError(f"unknown group state {part!r}; valid states: {', '.join(GROUP_STATES)}")
-            out.append(known[part.lower()])
-    return out
+    parts = _comma_separated(states)
+    for _, part in parts:
+        if part.lower() not in known:
+            raise ToolError(f"unknown group state {part!r}; valid states: {', '.join(GROUP_STATES)}")
+    return [known[part.lower()] for _, part in parts]
 
 
 def _retrying(fn, code_of=lambda r: r.error_code, attempts: int = 20):  # noqa: ANN001, ANN202 - tiny local helper
@@ -185,8 +180,7 @@ def _list_node(client: ToolClient, node_id: int, wanted: list[str], out: dict[st
     v = conn.version(ApiKey.LIST_GROUPS)
     req = ListGroupsRequest(states_filter=wanted if v >= 4 else [], types_filter=list(types) if v >= 5 else [])
     resp = _retrying(lambda: conn.send(req, v))
-    if resp.error_code != ErrorCode.NONE:
-        raise ToolError(f"ListGroups failed: {error_name(resp.error_code)}")
+    check_error(resp.error_code, "ListGroups failed")
     for g in resp.groups:
         out[g.group_id] = GroupListing(g.group_id, g.group_state if v >= 4 else "", g.protocol_type, node_id,
                                        g.group_type if v >= 5 else "")
@@ -237,8 +231,7 @@ def _committed_with_epochs(conn, group_id: str) -> dict[tuple[str, int], tuple[i
         return resp.groups[0] if v >= 8 else resp
 
     g = _retrying(call)
-    if g.error_code != ErrorCode.NONE:
-        raise ToolError(f"OffsetFetch for group {group_id!r} failed: {error_name(g.error_code)}")
+    check_error(g.error_code, f"OffsetFetch for group {group_id!r} failed")
     out: dict[tuple[str, int], tuple[int, int | None]] = {}
     for t in g.topics:
         for p in t.partitions:
@@ -246,12 +239,6 @@ def _committed_with_epochs(conn, group_id: str) -> dict[tuple[str, int], tuple[i
                 epoch = getattr(p, "committed_leader_epoch", -1) if v >= 5 else -1
                 out[(t.name, p.partition_index)] = (p.committed_offset, epoch if epoch >= 0 else None)
     return out
-
-
-def log_end_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]],
-                    warnings: list[str] | None = None) -> dict[tuple[str, int], int]:
-    """ListOffsets(latest) sent to each partition's leader: {(topic, partition): log end offset}."""
-    return list_offsets(client, partitions, LATEST_TIMESTAMP, warnings)
 
 
 def list_offsets(client: ToolClient, partitions: Iterable[tuple[str, int]], timestamp: int,
@@ -308,8 +295,7 @@ def _consumer_group_describe(conn, group_id: str) -> Any | None:  # noqa: ANN001
     code = g.error_code
     if code == ErrorCode.GROUP_ID_NOT_FOUND:
         return None
-    if code != ErrorCode.NONE:
-        raise ToolError(f"ConsumerGroupDescribe for group {group_id!r} failed: {error_name(code)}")
+    check_error(code, f"ConsumerGroupDescribe for group {group_id!r} failed")
     return g
 
 
@@ -334,8 +320,7 @@ def _from_describe_groups(conn, group_id: str, coordinator: tuple[int, str, int]
     code = g.error_code
     if code == ErrorCode.GROUP_ID_NOT_FOUND:
         raise ToolError(f"Consumer group '{group_id}' does not exist.")
-    if code != ErrorCode.NONE:
-        raise ToolError(f"DescribeGroups for group {group_id!r} failed: {error_name(code)}")
+    check_error(code, f"DescribeGroups for group {group_id!r} failed")
     desc = GroupDescription(group_id, coordinator, g.group_state, g.protocol_type, g.protocol_data)
     for m in g.members:
         desc.members.append(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -362,7 +347,7 @@ def describe_group(client: ToolClient, group_id: str) -> GroupDescription:
         for tp in info.assignment or ():
             owners[tp] = info
     keys = set(committed) | set(owners)
-    ends = log_end_offsets(client, keys, desc.warnings)
+    ends = list_offsets(client, keys, LATEST_TIMESTAMP, desc.warnings)  # log end offsets
     desc.partitions = [PartitionInfo(t, p, committed[(t, p)][0] if (t, p) in committed else None,
                                      ends.get((t, p)), owners.get((t, p)),
                                      committed[(t, p)][1] if (t, p) in committed else None)

@@ -19,7 +19,7 @@ from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.fetch_request import FetchRequest
 from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
 from shoal.protocol.record_batch import RecordBatchError, iter_all_records, iter_batches
-from shoal.tools.wire import BrokerConnection, ToolClient, ToolError, error_name
+from shoal.tools.wire import BrokerConnection, ToolClient, ToolError, check_error, error_name
 
 __all__ = ["OFFSETS_TOPIC", "DumpStats", "dump_offsets", "dump_partition", "format_fetched"]
 
@@ -42,8 +42,7 @@ def _earliest(conn: BrokerConnection, partition: int) -> int:
         name=OFFSETS_TOPIC, partitions=[ListOffsetsRequest.ListOffsetsPartition(
             partition_index=partition, timestamp=EARLIEST_TIMESTAMP, current_leader_epoch=-1, max_num_offsets=1)])])
     p = conn.send(req, v).topics[0].partitions[0]
-    if p.error_code != ErrorCode.NONE:
-        raise ToolError(f"ListOffsets for {OFFSETS_TOPIC}-{partition} failed: {error_name(p.error_code)}")
+    check_error(p.error_code, f"ListOffsets for {OFFSETS_TOPIC}-{partition} failed")
     return p.offset if v >= 1 else (p.old_style_offsets[0] if p.old_style_offsets else 0)
 
 
@@ -98,8 +97,7 @@ def dump_partition(conn: BrokerConnection, partition: int, topic_id: uuid.UUID, 
         if v >= 7 and resp.error_code != ErrorCode.NONE:
             raise ToolError(f"Fetch from {OFFSETS_TOPIC}-{partition} failed: {error_name(resp.error_code)}")
         pd = resp.responses[0].partitions[0]
-        if pd.error_code != ErrorCode.NONE:
-            raise ToolError(f"Fetch from {OFFSETS_TOPIC}-{partition} failed: {error_name(pd.error_code)}")
+        check_error(pd.error_code, f"Fetch from {OFFSETS_TOPIC}-{partition} failed")
         if end is None:
             end = pd.high_watermark  # stop at the end as it was when we started
         try:
@@ -122,8 +120,7 @@ def dump_offsets(client: ToolClient, out: Callable[[str], None], partitions: lis
     topic = next((t for t in md.topics if t.name == OFFSETS_TOPIC), None)
     if topic is None or topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         raise ToolError(f"topic {OFFSETS_TOPIC} does not exist yet (no group has used this cluster)")
-    if topic.error_code != ErrorCode.NONE:
-        raise ToolError(f"metadata of {OFFSETS_TOPIC}: {error_name(topic.error_code)}")
+    check_error(topic.error_code, f"metadata of {OFFSETS_TOPIC}")
     leaders = {p.partition_index: p.leader_id for p in topic.partitions}
     chosen = sorted(leaders) if partitions is None else partitions
     for p in chosen:

@@ -17,7 +17,10 @@ from __future__ import annotations
 import socket
 from decimal import Decimal
 
-from shoal.tools.wire import ToolClient, ToolError, error_name
+from shoal.coordinator.partitioning import java_string_hash
+from shoal.protocol.generated.alter_client_quotas_request import AlterClientQuotasRequest as A
+from shoal.protocol.generated.describe_client_quotas_request import DescribeClientQuotasRequest
+from shoal.tools.wire import ToolClient, ToolError, check_error
 
 # kafka-configs' entity types, their ClientQuotaEntity type names and how describe names them
 QUOTA_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
@@ -28,13 +31,9 @@ SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 EXACT, DEFAULT, ANY = 0, 1, 2  # DescribeClientQuotas match types
 
 
-def _java_hash(s: str | None) -> int:
-    if s is None:
-        return 0
-    h = 0
-    for unit in s.encode("utf-16-be").hex(" ", 2).split():
-        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-    return h
+def java_hash(s: str | None) -> int:
+    """Java's String.hashCode as an unsigned 32-bit number (Objects.hashCode: 0 for null)."""
+    return 0 if s is None else java_string_hash(s) & 0xFFFFFFFF
 
 
 def hash_map_order(keys: list, hashes: list[int], initial_capacity: int) -> list:
@@ -53,7 +52,7 @@ def hash_map_order(keys: list, hashes: list[int], initial_capacity: int) -> list
 def java_set_order(names: list[str]) -> list[str]:
     """A java.util.HashSet's order of ``names`` (duplicates dropped), as Kafka's messages list them."""
     distinct = list(dict.fromkeys(names))
-    return hash_map_order(distinct, [_java_hash(n) for n in distinct], 16)
+    return hash_map_order(distinct, [java_hash(n) for n in distinct], 16)
 
 
 def java_double(v: float) -> str:
@@ -74,12 +73,8 @@ def java_double(v: float) -> str:
 
 
 def check_entities(types: list[str], names: list[str], alter: bool) -> None:
-    """ConfigCommand's checks of users / clients / ips entities."""
-    if len(types) != len(set(types)):
-        dup = [t for i, t in enumerate(types) if t in types[:i]]
-        raise ToolError(f"Duplicate entity type(s) specified: {','.join(dict.fromkeys(dup))}")
-    if len(types) > 1 and set(types) != {"users", "clients"}:
-        raise ToolError("Only 'users' and 'clients' entity types may be specified together")
+    """ConfigCommand's checks of users / clients / ips entities (after configs_cli.configs_entities', which
+    refused duplicate types and types other than users and clients together)."""
     if len(names) > len(types):
         raise ToolError("More entity names specified than entity types")
     if "ips" in types:
@@ -136,13 +131,12 @@ def is_quota_alter(types: list[str], names: list[str], add: dict[str, str], dele
 
 
 def _components(types: list[str], names: list[str]) -> list:
-    from shoal.protocol.generated.describe_client_quotas_request import DescribeClientQuotasRequest as D
-
     out = []
     for i, t in enumerate(types):
         name = names[i] if i < len(names) else None
         match = (ANY, None) if name is None else (DEFAULT, None) if name == "" else (EXACT, name)
-        out.append(D.ComponentData(entity_type=QUOTA_TYPES[t], match_type=match[0], match=match[1]))
+        out.append(DescribeClientQuotasRequest.ComponentData(entity_type=QUOTA_TYPES[t], match_type=match[0],
+                                                             match=match[1]))
     return out
 
 
@@ -150,20 +144,17 @@ def describe_quotas(client: ToolClient, types: list[str], names: list[str],
                     ) -> list[tuple[dict[str, str | None], list[tuple[str, float]]]]:
     """DescribeClientQuotas of exactly these entity types (Kafka's containsOnly filter; no types: every
     entity), as (entity, values) in the order of the Java hash maps AdminClient collects them in."""
-    from shoal.protocol.generated.describe_client_quotas_request import DescribeClientQuotasRequest
-
     conn = client.node(client.all_nodes()[0])
     resp = conn.send(DescribeClientQuotasRequest(components=_components(types, names), strict=bool(types)))
-    if resp.error_code:
-        raise ToolError(resp.error_message or f"cannot describe client quotas: {error_name(resp.error_code)}")
+    check_error(resp.error_code, "cannot describe client quotas", resp.error_message)
     found = []
     for entry in resp.entries or []:
         entity = {e.entity_type: e.entity_name for e in entry.entity}
         values = {v.key: v.value for v in entry.values}
-        keys = hash_map_order(list(values), [_java_hash(k) for k in values], len(entry.values))
+        keys = hash_map_order(list(values), [java_hash(k) for k in values], len(entry.values))
         found.append((entity, [(k, values[k]) for k in keys]))
     # ClientQuotaEntity's hash code: Objects.hash(its map), 31 + the map's
-    hashes = [(31 + sum(_java_hash(t) ^ _java_hash(n) for t, n in e.items())) & 0xFFFFFFFF for e, _ in found]
+    hashes = [(31 + sum(java_hash(t) ^ java_hash(n) for t, n in e.items())) & 0xFFFFFFFF for e, _ in found]
     return hash_map_order(found, hashes, len(found))
 
 
@@ -180,8 +171,6 @@ def format_quotas(found: list[tuple[dict[str, str | None], list[tuple[str, float
 def alter_quotas(client: ToolClient, types: list[str], names: list[str], add: dict[str, str],
                  delete: list[str]) -> None:
     """One AlterClientQuotas entry: SET ``add``, remove ``delete`` (which must be set now)."""
-    from shoal.protocol.generated.alter_client_quotas_request import AlterClientQuotasRequest as A
-
     found = describe_quotas(client, types, names)
     current = {k for k, _ in found[0][1]} if found else set()
     invalid = [k for k in delete if k not in current]
@@ -200,5 +189,4 @@ def alter_quotas(client: ToolClient, types: list[str], names: list[str], add: di
     conn = client.node(client.all_nodes()[0])
     resp = conn.send(A(entries=[A.EntryData(entity=entity, ops=ops)], validate_only=False))
     for e in resp.entries:
-        if e.error_code:
-            raise ToolError(e.error_message or f"cannot alter client quotas: {error_name(e.error_code)}")
+        check_error(e.error_code, "cannot alter client quotas", e.error_message)

@@ -21,6 +21,7 @@ from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.sasl_authenticate_request import SaslAuthenticateRequest
 from shoal.protocol.generated.sasl_handshake_request import SaslHandshakeRequest
+from shoal.tools.wire import ToolError
 
 __all__ = ["authenticate", "command_config", "security_of", "wrap_tls"]
 
@@ -30,7 +31,6 @@ def command_config(path: str | None) -> dict[str, str]:
     if not path:
         return {}
     from shoal.broker.config import parse_properties
-    from shoal.tools.wire import ToolError
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -41,8 +41,6 @@ def command_config(path: str | None) -> dict[str, str]:
 
 def security_of(config: Mapping[str, Any] | None) -> ClientSecurity | None:
     """The security of connections made with ``config`` (None: plain TCP, no SASL)."""
-    from shoal.tools.wire import ToolError
-
     if not config:
         return None
     try:
@@ -56,8 +54,6 @@ def security_of(config: Mapping[str, Any] | None) -> ClientSecurity | None:
 
 def wrap_tls(sock: socket.socket, security: ClientSecurity, host: str, port: int) -> socket.socket:
     """``sock`` inside a TLS session with the broker (its certificate checked as configured)."""
-    from shoal.tools.wire import ToolError
-
     assert security.ssl_context is not None
     try:
         return security.ssl_context.wrap_socket(sock, server_hostname=security.server_hostname(host))
@@ -78,8 +74,6 @@ def authenticate(send: Callable[[Any, int], Any], versions: Mapping[int, tuple[i
     """SaslHandshake v1 then SaslAuthenticate until the mechanism is done; ToolError on refusal.
 
     ``send(request, version)`` is the connection's round trip, ``versions`` its ApiVersions."""
-    from shoal.tools.wire import ToolError
-
     mechanism = security.mechanism or ""
     hs_range, auth_range = versions.get(ApiKey.SASL_HANDSHAKE), versions.get(ApiKey.SASL_AUTHENTICATE)
     if hs_range is None or auth_range is None or hs_range[1] < 1:

@@ -26,6 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.generated.delete_groups_request import DeleteGroupsRequest
+from shoal.protocol.generated.list_groups_request import ListGroupsRequest
+from shoal.protocol.generated.share_group_describe_request import ShareGroupDescribeRequest
+from shoal.tools.group_admin import parse_datetime
+from shoal.tools.groups import _retrying, list_offsets
+from shoal.tools.quotas import hash_map_order, java_hash
+from shoal.tools.secure_wire import command_config
 from shoal.tools.share_groups_options import (
     HELP,
     USAGE_HINT,
@@ -47,6 +55,7 @@ from shoal.tools.share_groups_output import (
     write,
     write_err,
 )
+from shoal.tools.wire import ToolClient, ToolError
 
 __all__ = ["java_hash_order", "main", "parse_args"]
 
@@ -107,16 +116,9 @@ def _default_message(code: int) -> str:
 
 
 # ---------------------------------------------------------------- Java's HashMap iteration order
-def java_string_hash(s: str) -> int:
-    h = 0
-    for unit in s.encode("utf-16-be").hex(" ", 2).split():
-        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-    return h
-
-
 def _tp_hash(key: tuple[str, int]) -> int:
     """TopicPartition.hashCode: 31 * (31 + partition) + topic.hashCode()."""
-    return (31 * (31 + key[1]) + java_string_hash(key[0])) & 0xFFFFFFFF
+    return (31 * (31 + key[1]) + java_hash(key[0])) & 0xFFFFFFFF
 
 
 def java_hash_order(keys: Iterable[Any], hash_of: Callable[[Any], int] | None = None) -> list[Any]:
@@ -124,16 +126,8 @@ def java_hash_order(keys: Iterable[Any], hash_of: Callable[[Any], int] | None = 
     them: by bucket (the spread hash masked by the table size), then by insertion within a bucket."""
     keys = list(dict.fromkeys(keys))
     if hash_of is None:
-        hash_of = _tp_hash if keys and isinstance(keys[0], tuple) else java_string_hash
-    size = 16
-    while len(keys) > size * 3 // 4:
-        size *= 2
-
-    def bucket(k: Any) -> int:
-        h = hash_of(k)
-        return (h ^ (h >> 16)) & (size - 1)
-
-    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
+        hash_of = _tp_hash if keys and isinstance(keys[0], tuple) else java_hash
+    return hash_map_order(keys, [hash_of(k) for k in keys], 16)
 
 
 # ---------------------------------------------------------------- the broker side
@@ -163,23 +157,13 @@ class Service:
         self.client = client
 
     def coordinator(self, group: str) -> Any:
-        from shoal.tools.wire import ToolError
-
         try:
             return self.client.find_coordinator(group)
         except ToolError as e:
             raise KafkaFailure(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
 
-    def _retry(self, fn: Callable[[], Any], code_of: Callable[[Any], int]) -> Any:
-        from shoal.tools.groups import _retrying
-
-        return _retrying(fn, code_of)
-
     def list_share_groups(self, states: list[str] | None = None) -> list[tuple[str, str]]:
         """(group id, state) of every share group, in the brokers' order."""
-        from shoal.protocol.generated.api_keys import ApiKey
-        from shoal.protocol.generated.list_groups_request import ListGroupsRequest
-
         out: dict[str, str] = {}
         for node in self.client.all_nodes():
             conn = self.client.node(node)
@@ -189,7 +173,7 @@ class Service:
                                    f"version in range [5,5]. The supported range is [0,{v}].",
                                    "UnsupportedVersionException")
             req = ListGroupsRequest(states_filter=list(states or []), types_filter=["share"])
-            resp = self._retry(lambda: conn.send(req, v), lambda r: r.error_code)  # noqa: B023
+            resp = _retrying(lambda: conn.send(req, v))  # noqa: B023
             if resp.error_code:
                 raise KafkaFailure(resp.error_code)
             for g in resp.groups:
@@ -197,12 +181,10 @@ class Service:
         return list(out.items())
 
     def describe(self, group: str) -> ShareGroup:
-        from shoal.protocol.generated.share_group_describe_request import ShareGroupDescribeRequest
-
         conn = self.coordinator(group)
         node = self.client.last_coordinator
-        resp = self._retry(lambda: conn.send(ShareGroupDescribeRequest(group_ids=[group])),
-                           lambda r: r.groups[0].error_code)
+        resp = _retrying(lambda: conn.send(ShareGroupDescribeRequest(group_ids=[group])),
+                         lambda r: r.groups[0].error_code)
         g = resp.groups[0]
         if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
             raise KafkaFailure(g.error_code, g.error_message or f"Group {group} not found.")
@@ -217,7 +199,6 @@ class Service:
     def offsets(self, group: str) -> dict[tuple[str, int], tuple[int, int, int] | None]:
         """DescribeShareGroupOffsets of every partition the group has state for: (start, leader epoch, lag),
         None where the start offset is unknown."""
-        from shoal.protocol.generated.api_keys import ApiKey
         from shoal.protocol.generated.describe_share_group_offsets_request import (
             DescribeShareGroupOffsetsRequest as Req,
         )
@@ -225,7 +206,7 @@ class Service:
         conn = self.coordinator(group)
         v = conn.version(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
         req = Req(groups=[Req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)])
-        resp = self._retry(lambda: conn.send(req, v), lambda r: r.groups[0].error_code)
+        resp = _retrying(lambda: conn.send(req, v), lambda r: r.groups[0].error_code)
         g = resp.groups[0]
         if g.error_code:
             raise KafkaFailure(g.error_code, g.error_message)
@@ -250,7 +231,7 @@ class Service:
         conn = self.coordinator(group)
         req = Req(group_id=group, topics=[Req.AlterShareGroupOffsetsRequestTopic(topic_name=t, partitions=ps)
                                           for t, ps in by.items()])
-        resp = self._retry(lambda: conn.send(req), lambda r: r.error_code)
+        resp = _retrying(lambda: conn.send(req))
         if resp.error_code:
             raise KafkaFailure(resp.error_code, resp.error_message)
         for t in resp.responses:
@@ -265,7 +246,7 @@ class Service:
 
         conn = self.coordinator(group)
         req = Req(group_id=group, topics=[Req.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics])
-        resp = self._retry(lambda: conn.send(req), lambda r: r.error_code)
+        resp = _retrying(lambda: conn.send(req))
         if resp.error_code:
             top = KafkaFailure(resp.error_code, resp.error_message)
             return top, dict.fromkeys(topics, top)
@@ -277,13 +258,11 @@ class Service:
         return first, results
 
     def delete_groups(self, groups: list[str]) -> dict[str, KafkaFailure | None]:
-        from shoal.protocol.generated.delete_groups_request import DeleteGroupsRequest
-
         out: dict[str, KafkaFailure | None] = {}
         for group in groups:
             conn = self.coordinator(group)
-            r = self._retry(lambda: conn.send(DeleteGroupsRequest(groups_names=[group])).results[0],  # noqa: B023
-                            lambda r: r.error_code)
+            req = DeleteGroupsRequest(groups_names=[group])
+            r = _retrying(lambda: conn.send(req).results[0])  # noqa: B023
             out[group] = KafkaFailure(r.error_code) if r.error_code else None
         return out
 
@@ -330,16 +309,6 @@ def describe_groups(svc: Service, opts: Options) -> None:
         print_offsets({g: svc.offsets(g) for g in sorted(described)}, verbose)
 
 
-def _parse_datetime(text: str) -> int:
-    from shoal.tools.group_admin import parse_datetime
-    from shoal.tools.wire import ToolError
-
-    try:
-        return parse_datetime(text)
-    except ToolError as e:
-        raise IllegalArgument(str(e)) from None
-
-
 def _read_plan(path: str, group: str) -> dict[tuple[str, int], int]:
     try:
         with open(path, encoding="utf-8") as f:
@@ -375,8 +344,6 @@ class _Resetter:
         self.svc, self.group, self.partitions = svc, group, partitions
 
     def log_offsets(self, ts: int, what: str) -> dict[tuple[str, int], int]:
-        from shoal.tools.groups import list_offsets
-
         got = list_offsets(self.svc.client, self.partitions, ts)
         for tp in self.partitions:
             if tp not in got:
@@ -388,16 +355,15 @@ class _Resetter:
         return {tp: min(max(off, lo[tp]), hi[tp]) for tp, off in wanted.items()}
 
     def to_datetime(self, text: str) -> dict[tuple[str, int], int]:
-        from shoal.tools.groups import list_offsets
-
-        ts = _parse_datetime(text)
+        try:
+            ts = parse_datetime(text)
+        except ToolError as e:
+            raise IllegalArgument(str(e)) from None
         got = list_offsets(self.svc.client, self.partitions, ts)
         ends = self.log_offsets(-1, "ending")
         return {tp: got[tp] if got.get(tp, -1) >= 0 else ends[tp] for tp in self.partitions}
 
     def to_current(self) -> dict[tuple[str, int], int]:
-        from shoal.tools.groups import list_offsets
-
         current = self.svc.offsets(self.group)
         missing = [tp for tp in self.partitions if current.get(tp) is None]
         ends = list_offsets(self.svc.client, missing, -1) if missing else {}
@@ -479,9 +445,6 @@ def delete_offsets(svc: Service, opts: Options) -> None:
 
 
 def run(opts: Options) -> int:
-    from shoal.tools.secure_wire import command_config
-    from shoal.tools.wire import ToolClient
-
     timeout_s = max(1.0, int(opts.value("timeout") or 30000) / 1000)
     with ToolClient(opts.value("bootstrap-server") or "", timeout=timeout_s,
                     config=command_config(opts.value("command-config"))) as client:
@@ -501,8 +464,6 @@ def run(opts: Options) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from shoal.tools.wire import ToolError
-
     try:
         opts = parse_args(argv)
         if opts.has("help") or not argv:

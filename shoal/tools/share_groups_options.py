@@ -20,6 +20,7 @@ _OPTIONAL_ARG = {"state"}
 SCENARIOS = ("to-offset", "to-datetime", "to-earliest", "to-latest", "to-current", "from-file")
 SHARE_STATES = ("Dead", "Empty", "Stable")
 _OTHER_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling", "NotReady")
+_STATE_NAMES = {s.lower(): s for s in (*SHARE_STATES, *_OTHER_STATES)}  # GroupState's names, by lower case
 # joptsimple's availableIf: these options only with one of those actions
 _AVAILABLE_IF = (("members", ("describe",)), ("offsets", ("describe",)), ("verbose", ("describe",)),
                  ("state", ("describe", "list")))
@@ -161,8 +162,7 @@ def check_args(opts: Options) -> None:
 
 def parse_states(text: str) -> list[str]:
     """groupStatesFromString: comma-separated, case-insensitive; only Dead, Empty, Stable for share groups."""
-    by_lower = {s.lower(): s for s in (*SHARE_STATES, *_OTHER_STATES)}
-    parsed = {by_lower.get(s.strip().lower(), "Unknown") for s in text.split(",")}
+    parsed = {_STATE_NAMES.get(s.strip().lower(), "Unknown") for s in text.split(",")}
     if not parsed <= set(SHARE_STATES):
         raise UsageError(f"Invalid state list '{text}'. Valid states are: {', '.join(SHARE_STATES)}")
     return sorted(parsed)
@@ -170,8 +170,7 @@ def parse_states(text: str) -> list[str]:
 
 def state_name(state: str) -> str:
     """GroupState.parse(...).toString()."""
-    names = {s.lower(): s for s in (*SHARE_STATES, *_OTHER_STATES)}
-    return names.get(state.lower(), "Unknown")
+    return _STATE_NAMES.get(state.lower(), "Unknown")
 
 
 USAGE_HINT = "Run `shoal share-groups --help` for the options (those of Kafka's kafka-share-groups.sh).\n"

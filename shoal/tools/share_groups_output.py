@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from shoal.tools.table import assignment_string
+
 if TYPE_CHECKING:
     from shoal.tools.share_groups import ShareGroup
 
@@ -43,13 +45,6 @@ def _maybe_print_empty(group: str, state: str, rows: int) -> bool:
     return state != "Dead" and rows > 0
 
 
-def _assignment_string(tps: list[tuple[str, int]]) -> str:
-    by: dict[str, list[int]] = {}
-    for t, p in tps:
-        by.setdefault(t, []).append(p)
-    return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by.items()))
-
-
 def print_list(groups: list[tuple[str, str]]) -> None:
     """--list --state: each group (already named as GroupState prints it) and its state."""
     width = max([15, *(len(g) for g, _ in groups)])
@@ -71,7 +66,8 @@ def print_members(described: dict[str, ShareGroup], verbose: bool) -> None:
         text = "\n" + _row(widths, head)
         for m in members:
             text += "\n" + _row(widths, [group, m.member_id, m.host, m.client_id, len(m.assignment),
-                                         *([m.epoch] if verbose else []), _assignment_string(m.assignment)])
+                                         *([m.epoch] if verbose else []),
+                                         assignment_string(m.assignment, "")])
         write(text + "\n")
 
 

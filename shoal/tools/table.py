@@ -41,6 +41,16 @@ def compact_partitions(partitions: Iterable[tuple[str, int]]) -> str:
     return ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items()))
 
 
+def assignment_string(partitions: Iterable[tuple[str, int]] | None, empty: str = MISSING) -> str:
+    """Kafka's getAssignmentString: ``t:0,1;u:2`` (topics sorted), ``empty`` when there are none."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions or ():
+        by_topic.setdefault(t, []).append(p)
+    if not by_topic:
+        return empty
+    return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items()))
+
+
 def lag(committed: int | None, log_end: int | None) -> int | None:
     """Log end offset minus committed offset; None when either is unknown (printed "-")."""
     if committed is None or committed < 0 or log_end is None or log_end < 0:

@@ -12,6 +12,7 @@ LastKnownElr: N/A``, ELR being unknown without DescribeTopicPartitions). A
 
 from __future__ import annotations
 
+import base64
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from shoal.protocol.generated.create_partitions_request import CreatePartitionsR
 from shoal.protocol.generated.create_topics_request import CreateTopicsRequest
 from shoal.protocol.generated.delete_topics_request import DeleteTopicsRequest
 from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
-from shoal.tools.wire import ToolClient, ToolError, error_name
+from shoal.tools.wire import ToolClient, ToolError, check_error
 
 SOURCE_DEFAULT = 5
 TOPIC_RESOURCE = 2
@@ -56,18 +57,9 @@ def include_pattern(spec: str) -> re.Pattern[str]:
         raise ToolError(f"invalid topic pattern {spec!r}: {e}") from None
 
 
-def _fail(code: int, message: str | None, fallback: str) -> ToolError:
-    return ToolError(message or f"{fallback}: {error_name(code)}")
-
-
-def cluster(client: ToolClient) -> Any:
-    """A Metadata response for every topic (controller id and topic ids included)."""
-    return client.metadata(None)
-
-
 def topic_names(client: ToolClient, spec: str | None, exclude_internal: bool) -> list[str]:
     """Sorted topic names matching ``spec`` (all when None)."""
-    md = cluster(client)
+    md = client.metadata(None)
     pattern = include_pattern(spec) if spec else None
     out = []
     for t in md.topics:
@@ -85,7 +77,7 @@ def ensure_exists(names: list[str], spec: str | None, required: bool) -> None:
 
 
 def _controller(client: ToolClient) -> Any:
-    md = cluster(client)
+    md = client.metadata(None)
     node = md.controller_id if getattr(md, "controller_id", -1) >= 0 else min(client.brokers)
     return client.node(node)
 
@@ -141,8 +133,7 @@ def create_topic(client: ToolClient, name: str, *, partitions: int | None, repli
     r = resp.topics[0]
     if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and if_not_exists:
         return False
-    if r.error_code:
-        raise _fail(r.error_code, getattr(r, "error_message", None), f"cannot create topic {name}")
+    check_error(r.error_code, f"cannot create topic {name}", getattr(r, "error_message", None))
     return True
 
 
@@ -150,16 +141,14 @@ def delete_topics(client: ToolClient, names: list[str]) -> None:
     conn = _controller(client)
     v = conn.version(ApiKey.DELETE_TOPICS, 5)  # names, not topic ids
     resp = conn.send(DeleteTopicsRequest(topic_names=names, timeout_ms=30000), v)
-    bad = [(r.name, r.error_code, getattr(r, "error_message", None)) for r in resp.responses if r.error_code]
-    if bad:
-        name, code, message = bad[0]
-        raise _fail(code, message, f"cannot delete topic {name}")
+    for r in resp.responses:
+        check_error(r.error_code, f"cannot delete topic {r.name}", getattr(r, "error_message", None))
 
 
 def add_partitions(client: ToolClient, names: list[str], count: int,
                    assignment: list[list[int]] | None) -> None:
     """CreatePartitions up to ``count``; with an assignment, its entries past the current count."""
-    md = {t.name: t for t in cluster(client).topics}
+    md = {t.name: t for t in client.metadata(None).topics}
     cls = CreatePartitionsRequest
     topics = []
     for name in names:
@@ -169,21 +158,19 @@ def add_partitions(client: ToolClient, names: list[str], count: int,
             extra = [cls.CreatePartitionsAssignment(broker_ids=r) for r in assignment[current:]]
         topics.append(cls.CreatePartitionsTopic(name=name, count=count, assignments=extra))
     resp = _controller(client).send(cls(topics=topics, timeout_ms=30000, validate_only=False))
-    bad = [r for r in resp.results if r.error_code]
-    if bad:
-        raise _fail(bad[0].error_code, bad[0].error_message, f"cannot add partitions to {bad[0].name}")
+    for r in resp.results:
+        check_error(r.error_code, f"cannot add partitions to {r.name}", r.error_message)
 
 
 def describe_topics(client: ToolClient, names: list[str]) -> list[TopicState]:
-    md = cluster(client)
+    md = client.metadata(None)
     by_name = {t.name: t for t in md.topics}
     out = []
     for name in names:
         t = by_name.get(name)
         if t is None:
             continue
-        if t.error_code:
-            raise ToolError(f"cannot describe topic {name}: {error_name(t.error_code)}")
+        check_error(t.error_code, f"cannot describe topic {name}")
         tid = getattr(t, "topic_id", None)
         state = TopicState(name, tid if tid and tid != uuid.UUID(int=0) else None,
                            bool(getattr(t, "is_internal", False)))
@@ -261,6 +248,4 @@ def format_description(states: list[TopicState], live: set[int], f: DescribeFilt
 
 def _kafka_uuid(u: uuid.UUID) -> str:
     """Kafka prints topic ids as url-safe base64 without padding."""
-    import base64
-
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")

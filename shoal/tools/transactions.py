@@ -23,7 +23,7 @@ from shoal.protocol.generated.describe_transactions_request import DescribeTrans
 from shoal.protocol.generated.list_transactions_request import ListTransactionsRequest
 from shoal.protocol.generated.write_txn_markers_request import WriteTxnMarkersRequest
 from shoal.tools.table import format_tab_table
-from shoal.tools.wire import ToolClient, ToolError, error_name
+from shoal.tools.wire import ToolClient, ToolError, check_error, error_name
 
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS = ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
@@ -54,8 +54,7 @@ def list_transactions(client: ToolClient, producer_ids: list[int] | None = None)
         conn = client.node(node)
         resp = conn.send(ListTransactionsRequest(state_filters=[], producer_id_filters=producer_ids or []),
                          conn.version(ApiKey.LIST_TRANSACTIONS, 1))
-        if resp.error_code:
-            raise ToolError(f"listing the transactions of broker {node} failed: {error_name(resp.error_code)}")
+        check_error(resp.error_code, f"listing the transactions of broker {node} failed")
         rows += [(t.transactional_id, node, t.producer_id, t.transaction_state) for t in resp.transaction_states]
     return rows
 
@@ -68,9 +67,8 @@ def describe_transaction(client: ToolClient, transactional_id: str, now_ms: int 
     conn = client.find_coordinator(transactional_id, key_type=1)
     resp = conn.send(DescribeTransactionsRequest(transactional_ids=[transactional_id]), conn.version(ApiKey.DESCRIBE_TRANSACTIONS, 0))
     st = resp.transaction_states[0]
-    if st.error_code:
-        raise ToolError(f"Failed to describe transaction state of transactional-id `{transactional_id}`: "
-                        f"{error_name(st.error_code)}")
+    check_error(st.error_code,
+                f"Failed to describe transaction state of transactional-id `{transactional_id}`")
     now = wall_clock_ms() if now_ms is None else now_ms
     started = st.transaction_start_time_ms
     parts = ",".join(f"{t.topic}-{p}" for t in st.topics for p in t.partitions)
@@ -83,8 +81,7 @@ def _leader(client: ToolClient, topic: str, partition: int) -> int:
     md = client.metadata([topic])
     for t in md.topics:
         if t.name == topic:
-            if t.error_code:
-                raise ToolError(f"topic {topic}: {error_name(t.error_code)}")
+            check_error(t.error_code, f"topic {topic}")
             for p in t.partitions:
                 if p.partition_index == partition:
                     return p.leader_id
@@ -108,9 +105,8 @@ def describe_producers(client: ToolClient, partitions: list[tuple[str, int]], br
             conn.version(ApiKey.DESCRIBE_PRODUCERS, 0))
         for t in resp.topics:
             for p in t.partitions:
-                if p.error_code:
-                    raise ToolError(f"Failed to describe producers for partition {t.name}-{p.partition_index} "
-                                    f"on broker {node}: {error_name(p.error_code)}")
+                check_error(p.error_code, "Failed to describe producers for partition "
+                                          f"{t.name}-{p.partition_index} on broker {node}")
                 out += [Producer(t.name, p.partition_index, s.producer_id, s.producer_epoch, s.coordinator_epoch,
                                  s.last_sequence, s.last_timestamp, s.current_txn_start_offset)
                         for s in p.active_producers]
@@ -194,7 +190,5 @@ def abort_transaction(client: ToolClient, topic: str, partition: int, *, start_o
         coordinator_epoch=max(coordinator_epoch, 0),
         topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])])]),
         conn.version(ApiKey.WRITE_TXN_MARKERS, 1))
-    code = resp.markers[0].topics[0].partitions[0].error_code
-    if code:
-        raise ToolError(f"Failed to abort the transaction of producer {producer_id} on {topic}-{partition}: "
-                        f"{error_name(code)}")
+    check_error(resp.markers[0].topics[0].partitions[0].error_code,
+                f"Failed to abort the transaction of producer {producer_id} on {topic}-{partition}")

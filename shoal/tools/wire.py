@@ -40,6 +40,7 @@ __all__ = [
     "BrokerConnection",
     "ToolClient",
     "ToolError",
+    "check_error",
     "error_name",
     "parse_bootstrap",
     "pick_version",
@@ -61,6 +62,12 @@ def error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return f"error {code}"
+
+
+def check_error(code: int, what: str, message: str | None = None) -> None:
+    """ToolError for a non-zero error code: the broker's ``message``, else ``what: ERROR_NAME``."""
+    if code:
+        raise ToolError(message or f"{what}: {error_name(code)}")
 
 
 def _bootstrap_servers(spec: str) -> list[tuple[str, int]]:
@@ -158,8 +165,7 @@ class BrokerConnection:
             # An older broker answers in v0 and lists what it knows; retry at v0.
             body = self._roundtrip(ApiKey.API_VERSIONS, 0, ApiVersionsRequest().encode(0))
             resp = ApiVersionsResponse.decode(body, 0)
-        if resp.error_code != ErrorCode.NONE:
-            raise ToolError(f"ApiVersions failed on {self.host}:{self.port}: {error_name(resp.error_code)}")
+        check_error(resp.error_code, f"ApiVersions failed on {self.host}:{self.port}")
         self.api_versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
 
     def version(self, api_key: int, max_version: int | None = None) -> int:

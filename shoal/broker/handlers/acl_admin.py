@@ -107,13 +107,10 @@ async def delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAcls
     filters = [_filter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
                        f.host_filter, f.operation, f.permission_type) for f in req.filters]
     results = []
-    for r in ctx.broker.metadata.delete_acls(filters):
-        if r.error is not None:
-            results.append(DeleteAclsResponse.DeleteAclsFilterResult(
-                error_code=r.error.code, error_message=r.error.message, matching_acls=[]))
-            continue
+    for r in ctx.broker.metadata.delete_acls(filters):  # a filter in error matched nothing
+        code, message = (r.error.code, r.error.message) if r.error is not None else (ErrorCode.NONE, None)
         results.append(DeleteAclsResponse.DeleteAclsFilterResult(
-            error_code=ErrorCode.NONE, error_message=None, matching_acls=[
+            error_code=code, error_message=message, matching_acls=[
                 DeleteAclsResponse.DeleteAclsMatchingAcl(
                     error_code=ErrorCode.NONE, error_message=None, resource_type=b.pattern.resource_type,
                     resource_name=b.pattern.name, pattern_type=b.pattern.pattern_type, principal=b.entry.principal,

@@ -27,7 +27,7 @@ from shoal.broker.topic_configs import (
     broker_topic_defaults,
 )
 from shoal.protocol.acl_operations import AclOperation, ResourceType
-from shoal.protocol.errors import ErrorCode
+from shoal.protocol.errors import ErrorCode, Refusal
 from shoal.protocol.generated.alter_configs_response import AlterConfigsResponse
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.incremental_alter_configs_response import IncrementalAlterConfigsResponse
@@ -46,21 +46,15 @@ _ACCESS = (Access(ResourceType.TOPIC, AclOperation.ALTER_CONFIGS),
 Op = tuple[str, int, str | None]
 
 
-class ConfigChangeError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def apply_ops(current: dict[str, str], ops: list[Op], list_configs: frozenset[str],
               defaults: dict[str, str]) -> dict[str, str]:
     """Kafka's incremental operations on a resource's configs: the new full set."""
     names = [name for name, _, _ in ops]
     if len(set(names)) != len(names):
-        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        raise Refusal(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     nulls = [name for name, op, value in ops if op != DELETE and value is None]
     if nulls:
-        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+        raise Refusal(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     out = dict(current)
     for name, op, value in ops:
         if op == SET:
@@ -70,14 +64,14 @@ def apply_ops(current: dict[str, str], ops: list[Op], list_configs: frozenset[st
         elif op in (APPEND, SUBTRACT):
             if name not in list_configs:
                 verb = "append" if op == APPEND else "subtract"
-                raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
+                raise Refusal(ErrorCode.INVALID_CONFIG,
                                         f"Config value {verb} is not allowed for config key: {name}")
             old = [v for v in out.get(name, defaults.get(name, "")).split(",") if v]
             given = [v for v in (value or "").split(",") if v]
             new = old + [v for v in given if v not in old] if op == APPEND else [v for v in old if v not in given]
             out[name] = ",".join(new)
         else:
-            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
+            raise Refusal(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
     return out
 
 
@@ -88,9 +82,9 @@ def _broker_resource(broker: BrokerServices, name: str) -> str:
     try:
         node_id = int(name)
     except ValueError:
-        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
+        raise Refusal(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
     if node_id not in broker.nodes:
-        raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
+        raise Refusal(ErrorCode.INVALID_REQUEST,
                                 f"Unexpected broker id, expected one of {sorted(broker.nodes)}, but received {name}")
     return str(node_id)
 
@@ -99,7 +93,7 @@ def _change_topic(broker: BrokerServices, name: str, ops: list[Op] | None, repla
                   validate_only: bool) -> None:
     info = broker.metadata.topics.get(name)
     if info is None:
-        raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        raise Refusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     if replace is not None:
         new = {k: v or "" for k, v in replace.items()}
     else:
@@ -107,7 +101,7 @@ def _change_topic(broker: BrokerServices, name: str, ops: list[Op] | None, repla
     try:
         broker.alter_topic_configs(name, new, validate_only)
     except InvalidTopicConfig as e:
-        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        raise Refusal(ErrorCode.INVALID_CONFIG, str(e)) from None
 
 
 def _change_broker(broker: BrokerServices, name: str, ops: list[Op] | None, replace: dict[str, str | None] | None,
@@ -119,18 +113,18 @@ def _change_broker(broker: BrokerServices, name: str, ops: list[Op] | None, repl
     try:
         broker.alter_broker_configs(resource, new, validate_only)
     except InvalidBrokerConfig as e:
-        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(e)) from None
+        raise Refusal(ErrorCode.INVALID_REQUEST, str(e)) from None
 
 
 def _change_group(broker: BrokerServices, name: str, ops: list[Op], validate_only: bool) -> None:
     if not name:
-        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        raise Refusal(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
     new = apply_ops(broker.metadata.group_configs.get(name, {}), ops, frozenset({"streams.rack.aware.assignment.tags"}),
                     {})
     try:
         validate_group_configs(new, broker_values(broker.config.get))
     except InvalidGroupConfig as e:
-        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        raise Refusal(ErrorCode.INVALID_CONFIG, str(e)) from None
     if not validate_only:
         broker.metadata.set_group_configs(name, new)
 
@@ -141,7 +135,7 @@ def change(broker: BrokerServices, resource_type: int, name: str, ops: list[Op] 
     if replace is not None:
         nulls = [k for k, v in replace.items() if v is None]
         if nulls:
-            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+            raise Refusal(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     if resource_type == ConfigResourceType.TOPIC:
         _change_topic(broker, name, ops, replace, validate_only)
     elif resource_type == ConfigResourceType.BROKER:
@@ -149,7 +143,7 @@ def change(broker: BrokerServices, resource_type: int, name: str, ops: list[Op] 
     elif resource_type == ConfigResourceType.GROUP and ops is not None:  # Kafka: incremental only
         _change_group(broker, name, ops, validate_only)
     else:
-        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+        raise Refusal(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 
 
 def _each_resource(resources: list[Any], run: Callable[[Any], None]) -> list[tuple[ErrorCode, str | None, int, str]]:
@@ -163,9 +157,9 @@ def _each_resource(resources: list[Any], run: Callable[[Any], None]) -> list[tup
         code, message = ErrorCode.NONE, None
         try:
             if seen[(res.resource_type, res.resource_name)] > 1:
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+                raise Refusal(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             run(res)
-        except ConfigChangeError as e:
+        except Refusal as e:
             code, message = e.code, str(e)
         out.append((code, message, res.resource_type, res.resource_name))
     return out
@@ -175,7 +169,7 @@ def _may_alter(ctx: RequestContext, res: Any) -> None:
     """Refuse a resource whose configs the principal may not ALTER_CONFIGS (Kafka's authorization error)."""
     denied = config_denied(ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
     if denied is not None:
-        raise ConfigChangeError(denied, DENIED_MESSAGES[denied])
+        raise Refusal(denied, DENIED_MESSAGES[denied])
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, access=_ACCESS)

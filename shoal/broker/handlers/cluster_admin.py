@@ -229,11 +229,9 @@ def _quorum_partition(metadata: ClusterMetadata, topic: str, partition: int) -> 
             partition_index=partition, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             leader_id=-1, leader_epoch=-1, high_watermark=-1, current_voters=[], observers=[])
     leader, end = metadata.controller_id, metadata.log_records
-    voter = DQR.ReplicaState(replica_id=leader, log_end_offset=end, last_fetch_timestamp=-1,
-                             last_caught_up_timestamp=-1)
-    observers = [DQR.ReplicaState(replica_id=n, log_end_offset=end, last_fetch_timestamp=-1,
-                                  last_caught_up_timestamp=-1)
-                 for n in sorted(metadata.live) if n != leader]
+    voter, *observers = [DQR.ReplicaState(replica_id=n, log_end_offset=end, last_fetch_timestamp=-1,
+                                          last_caught_up_timestamp=-1)
+                         for n in [leader, *(n for n in sorted(metadata.live) if n != leader)]]
     return DQR.PartitionData(partition_index=0, error_code=ErrorCode.NONE, leader_id=leader, leader_epoch=1,
                              high_watermark=end, current_voters=[voter], observers=observers)
 

@@ -95,12 +95,10 @@ def downconvert(records: bytes, fetch_offset: int, magic: int, limit: int, first
 def _partition_error(p: int, code: ErrorCode, plog: PartitionLog | None = None) -> PartitionData:
     """A partition's error answer; with its log, the log's offsets (OFFSET_OUT_OF_RANGE and an
     unsupported compression name them)."""
-    if plog is None:
-        return PartitionData(partition_index=p, error_code=code, high_watermark=-1, last_stable_offset=-1,
-                             log_start_offset=-1, records=b"")
-    return PartitionData(partition_index=p, error_code=code, high_watermark=plog.high_watermark,
-                         last_stable_offset=plog.last_stable_offset, log_start_offset=plog.log_start_offset,
-                         records=b"")
+    hw, lso, start = (-1, -1, -1) if plog is None else (
+        plog.high_watermark, plog.last_stable_offset, plog.log_start_offset)
+    return PartitionData(partition_index=p, error_code=code, high_watermark=hw, last_stable_offset=lso,
+                         log_start_offset=start, records=b"")
 
 
 def _leader_log(ctx: RequestContext, topic: str | None, fp) -> PartitionLog | ErrorCode:  # noqa: ANN001

@@ -157,12 +157,12 @@ async def find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> 
 async def group_api(ctx: RequestContext, req):  # noqa: ANN001, ANN201
     """A group API, answered by this node's group coordinator runtime, after Kafka's ACL checks."""
     if authorizer(ctx) is None:
-        return await _coordinator(ctx, req)
+        return await group_coordinator(ctx, req)
     api_key = ctx.api_key
     if api_key in _READ_GROUP_APIS:
         if not allowed(ctx, AclOperation.READ, _GROUP, req.group_id):
             return error_response(ApiKey(api_key), ctx.api_version, req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        return await _coordinator(ctx, req)
+        return await group_coordinator(ctx, req)
     if api_key == ApiKey.OFFSET_DELETE:
         return await _offset_delete(ctx, req)
     if api_key == ApiKey.OFFSET_FETCH:
@@ -172,15 +172,16 @@ async def group_api(ctx: RequestContext, req):  # noqa: ANN001, ANN201
     if api_key in (ApiKey.DESCRIBE_GROUPS, ApiKey.CONSUMER_GROUP_DESCRIBE):
         return await _describe_groups(ctx, req)
     if api_key == ApiKey.LIST_GROUPS:
-        resp = await _coordinator(ctx, req)
+        resp = await group_coordinator(ctx, req)
         if not allowed(ctx, AclOperation.DESCRIBE):  # the cluster's DESCRIBE lists every group
             ids = filter_allowed(ctx, AclOperation.DESCRIBE, _GROUP, (g.group_id for g in resp.groups))
             resp.groups = [g for g in resp.groups if g.group_id in ids]
         return resp
-    return await _coordinator(ctx, req)
+    return await group_coordinator(ctx, req)
 
 
-async def _coordinator(ctx: RequestContext, req):  # noqa: ANN001, ANN202
+async def group_coordinator(ctx: RequestContext, req):  # noqa: ANN001, ANN201
+    """The request answered by this node's group coordinator runtime."""
     return await ctx.broker.coordinators.runtime(ctx.node.node_id).handle(
         ctx.api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
 
@@ -197,7 +198,7 @@ async def _offset_delete(ctx: RequestContext, req):  # noqa: ANN001, ANN202
     readable = filter_allowed(ctx, AclOperation.READ, _TOPIC, (t.name for t in req.topics))
     denied = [t for t in req.topics if t.name not in readable]
     req.topics = [t for t in req.topics if t.name in readable]
-    resp = await _coordinator(ctx, req)
+    resp = await group_coordinator(ctx, req)
     if denied and resp.error_code == ErrorCode.NONE:
         resp.topics = list(resp.topics) + [OffsetDeleteResponse.OffsetDeleteResponseTopic(name=t.name, partitions=[
             OffsetDeleteResponse.OffsetDeleteResponsePartition(
@@ -214,14 +215,14 @@ async def _offset_fetch(ctx: RequestContext, req):  # noqa: ANN001, ANN202
     if ctx.api_version < 8:
         if not allowed(ctx, AclOperation.DESCRIBE, _GROUP, req.group_id):
             return error_response(ApiKey.OFFSET_FETCH, ctx.api_version, req, denied_error)
-        resp = await _coordinator(ctx, req)
+        resp = await group_coordinator(ctx, req)
         resp.topics = _describable_offsets(ctx, resp.topics, req.topics is not None)
         return resp
     order = [g.group_id for g in req.groups]
     may = filter_allowed(ctx, AclOperation.DESCRIBE, _GROUP, order)
     named = {g.group_id: g.topics is not None for g in req.groups}
     req.groups = [g for g in req.groups if g.group_id in may]
-    resp = await _coordinator(ctx, req) if req.groups else OffsetFetchResponse(throttle_time_ms=0, groups=[])
+    resp = await group_coordinator(ctx, req) if req.groups else OffsetFetchResponse(throttle_time_ms=0, groups=[])
     answered = {g.group_id: g for g in resp.groups}
     for g in answered.values():
         g.topics = _describable_offsets(ctx, g.topics, named.get(g.group_id, False))
@@ -254,7 +255,7 @@ async def _delete_groups(ctx: RequestContext, req):  # noqa: ANN001, ANN202
     order = list(req.groups_names)
     may = filter_allowed(ctx, AclOperation.DELETE, _GROUP, order)
     req.groups_names = [g for g in order if g in may]
-    resp = await _coordinator(ctx, req) if req.groups_names else error_response(
+    resp = await group_coordinator(ctx, req) if req.groups_names else error_response(
         ApiKey.DELETE_GROUPS, ctx.api_version, req, ErrorCode.NONE)
     results = {r.group_id: r for r in resp.results}
     results.update({r.group_id: r for r in error_response(
@@ -267,7 +268,7 @@ async def _delete_groups(ctx: RequestContext, req):  # noqa: ANN001, ANN202
 async def _describe_groups(ctx: RequestContext, req):  # noqa: ANN001, ANN202
     """DescribeGroups and ConsumerGroupDescribe: each group's DESCRIBE (a denied group's entry fails), and
     the authorized operations of the described groups when asked for."""
-    resp = await _coordinator(ctx, req)
+    resp = await group_coordinator(ctx, req)
     ids = [g.group_id for g in resp.groups]
     may = filter_allowed(ctx, AclOperation.DESCRIBE, _GROUP, ids)
     asked_ops = bool(req.include_authorized_operations) and (

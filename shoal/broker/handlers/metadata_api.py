@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from shoal.protocol.generated.metadata_request import MetadataRequest
 
 _ZERO_ID = uuid.UUID(int=0)
-_NO_OPS = NOT_REQUESTED
+_NO_OPS = NOT_REQUESTED  # also the default of a topic entry's topic_authorized_operations
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
@@ -59,26 +59,22 @@ def _named_topic(ctx: RequestContext, req: MetadataRequest, wanted, want_ops: bo
         # v12+: by topic id whenever one is given, as Kafka (its Java client names the topic "" then)
         info = broker.metadata.by_id.get(wanted.topic_id)
         if info is None:
-            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id,
-                         topic_authorized_operations=_NO_OPS)
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id)
         if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
-            return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=wanted.topic_id,
-                         topic_authorized_operations=_NO_OPS)
+            return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=wanted.topic_id)
         return topic_entry(broker, info, _topic_ops(ctx, info.name, want_ops))
     if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-        return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_authorized_operations=_NO_OPS)
+        return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name)
     info = broker.metadata.topics.get(name)
     if info is None:
         if topic_name_error(name) is not None:
-            return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_authorized_operations=_NO_OPS)
+            return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name)
         allow_auto = broker.config.get_bool("auto.create.topics.enable") and (
             ctx.api_version < 4 or req.allow_auto_topic_creation)
         if not allow_auto:
-            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
-                         topic_authorized_operations=_NO_OPS)
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name)
         if not (allowed(ctx, AclOperation.CREATE) or allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
-            return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
-                         topic_authorized_operations=_NO_OPS)
+            return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name)
         info = broker.auto_create_topic(name)
     return topic_entry(broker, info, _topic_ops(ctx, name, want_ops))
 
@@ -99,8 +95,8 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
     elif ctx.api_version < 12 and any(t.name is None or t.topic_id != _ZERO_ID for t in req.topics):
         # v10 and v11 carry a topic id and a nullable name that no broker implemented; Kafka
         # refuses such a request with INVALID_REQUEST for every topic it names.
-        out = [Topic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id,
-                     topic_authorized_operations=_NO_OPS) for t in req.topics]
+        out = [Topic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id)
+               for t in req.topics]
         cluster_ops = _NO_OPS
     else:
         out = [_named_topic(ctx, req, wanted, want_ops) for wanted in req.topics]

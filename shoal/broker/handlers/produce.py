@@ -178,11 +178,9 @@ def append(ctx: RequestContext, transactional_id: str | None, topic: str, index:
     except ProducerStateError as e:
         log.info("produce to %s-%d refused: %s", topic, index, e)
         return _error(index, error_code_of(e), str(e))
-    if result.duplicate:  # a retry of a batch already appended: the offsets it got then
-        return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
-                                 log_append_time_ms=-1, log_start_offset=plog.log_start_offset)
-    ctx.broker.fetch_waiters.notify(topic, index)
-    ctx.broker.metrics.produced(topic, len(buf), sum(h.records_count for h in headers))
+    if not result.duplicate:  # a retry of a batch already appended gets the offsets it got then
+        ctx.broker.fetch_waiters.notify(topic, index)
+        ctx.broker.metrics.produced(topic, len(buf), sum(h.records_count for h in headers))
     return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
                              log_append_time_ms=result.log_append_time, log_start_offset=plog.log_start_offset)
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
 from shoal.broker.authorize import DENIED_MESSAGES, allowed
-from shoal.broker.quotas import QuotaFilterError, entity_pairs, java_map_order
+from shoal.broker.quotas import entity_pairs, java_map_order
 from shoal.protocol.acl_operations import AclOperation, ResourceType
-from shoal.protocol.errors import ErrorCode
+from shoal.protocol.errors import ErrorCode, Refusal
 from shoal.protocol.generated.alter_client_quotas_response import AlterClientQuotasResponse
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.describe_client_quotas_response import DescribeClientQuotasResponse
@@ -63,7 +63,7 @@ async def describe_client_quotas(ctx: RequestContext,
     components = [(c.entity_type, c.match_type, c.match) for c in (req.components or [])]
     try:
         found = ctx.broker.metadata.quotas.describe(components, req.strict)
-    except QuotaFilterError as e:
+    except Refusal as e:
         return _Describe(throttle_time_ms=0, error_code=e.code, error_message=e.message, entries=None)
     return _Describe(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, entries=[
         _Describe.EntryData(

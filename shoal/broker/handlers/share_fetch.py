@@ -209,35 +209,39 @@ async def _fetch(ctx: RequestContext, session: ShareSession, readable: frozenset
 
 def _response(ctx: RequestContext, fetched: dict[Partition, dict[str, Any]],
               ack_results: dict[Partition, ErrorCode], lock_ms: int) -> ShareFetchResponse:
-    topics: dict[uuid.UUID, list[Any]] = {}
-    endpoints: set[int] = set()
+    parts = []
     for key in dict.fromkeys([*fetched, *ack_results]):
-        topic_id, index = key
         data = fetched.get(key, {})
-        error = data.get("error", ErrorCode.NONE)
-        leader_id, leader_epoch = _leader(ctx, data.get("name") or _name(ctx, topic_id), index)
+        parts.append((key, data.get("name"), data.get("error", ErrorCode.NONE), {
+            "acknowledge_error_code": ack_results.get(key, ErrorCode.NONE),
+            "records": data.get("records") or b"",  # never null: librdkafka refuses a null record set
+            "acquired_records": [_F.AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c)
+                                 for f, la, c in data.get("ranges", [])]}))
+    resp: ShareFetchResponse = _answer(ctx, _F, _F.ShareFetchableTopicResponse, lock_ms, parts)
+    return resp
+
+
+def _answer(ctx: RequestContext, cls: Any, topic_cls: Any, lock_ms: int,
+            parts: list[tuple[Partition, str | None, ErrorCode, dict[str, Any]]]) -> Any:
+    """A ShareFetch or ShareAcknowledge response: each partition's answer (its error, current leader
+    and ``fields``) by topic, and the endpoints of the leaders a NOT_LEADER_OR_FOLLOWER points to."""
+    topics: dict[uuid.UUID, list[Any]] = {}
+    leaders: set[int] = set()
+    for (topic_id, index), name, error, fields in parts:
+        leader_id, leader_epoch = _leader(ctx, name or _name(ctx, topic_id), index)
         if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader_id >= 0:
-            endpoints.add(leader_id)
-        topics.setdefault(topic_id, []).append(_F.PartitionData(
+            leaders.add(leader_id)
+        topics.setdefault(topic_id, []).append(cls.PartitionData(
             partition_index=index, error_code=error,
-            acknowledge_error_code=ack_results.get(key, ErrorCode.NONE),
-            current_leader=_F.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
-            records=data.get("records") or b"",  # never null: librdkafka refuses a null record set
-            acquired_records=[_F.AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c)
-                              for f, la, c in data.get("ranges", [])]))
-    return _F(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
-              responses=[_F.ShareFetchableTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()],
-              node_endpoints=_endpoints(ctx, endpoints, _F.NodeEndpoint))
-
-
-def _endpoints(ctx: RequestContext, node_ids: set[int], cls: Any) -> list[Any]:
-    out = []
-    for node_id in sorted(node_ids):
+            current_leader=cls.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch), **fields))
+    endpoints = []
+    for node_id in sorted(leaders):
         node = ctx.broker.nodes.get(node_id)
         if node is not None:
             host, port = ctx.address_of(node)
-            out.append(cls(node_id=node_id, host=host, port=port, rack=None))
-    return out
+            endpoints.append(cls.NodeEndpoint(node_id=node_id, host=host, port=port, rack=None))
+    return cls(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
+               responses=[topic_cls(topic_id=t, partitions=ps) for t, ps in topics.items()], node_endpoints=endpoints)
 
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE, min_version=1, max_version=2, access=_ACCESS)
@@ -263,16 +267,7 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
         share.release_session(session, now_ms())
     else:
         share.sessions(ctx.node.node_id).advance(session)
-    topics: dict[uuid.UUID, list[Any]] = {}
-    endpoints: set[int] = set()
-    for (topic_id, index), error in results.items():
-        leader_id, leader_epoch = _leader(ctx, _name(ctx, topic_id), index)
-        if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader_id >= 0:
-            endpoints.add(leader_id)
-        topics.setdefault(topic_id, []).append(_A.PartitionData(
-            partition_index=index, error_code=error,
-            current_leader=_A.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)))
     lock_ms = share.lock_duration_ms(req.group_id) if ctx.api_version >= 2 else 0  # v2+ field
-    return _A(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms,
-              responses=[_A.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in topics.items()],
-              node_endpoints=_endpoints(ctx, endpoints, _A.NodeEndpoint))
+    resp: ShareAcknowledgeResponse = _answer(ctx, _A, _A.ShareAcknowledgeTopicResponse, lock_ms,
+                                             [(key, None, error, {}) for key, error in results.items()])
+    return resp

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.broker.apis import Access, handles
 from shoal.broker.authorize import allowed, authorized_operations, authorizer, filter_allowed
+from shoal.broker.handlers.groups import group_coordinator
 from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
@@ -39,11 +40,6 @@ def member_id_valid(member_id: str | None) -> bool:
     return bool(member_id) and len(member_id or "") <= 36
 
 
-async def _coordinator(ctx: RequestContext, req: Any) -> Any:
-    return await ctx.broker.coordinators.runtime(ctx.node.node_id).handle(
-        ctx.api_key, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
-
-
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT, min_version=1, max_version=1,
          access=(Access(_GROUP, AclOperation.READ), Access(_TOPIC, AclOperation.DESCRIBE)))
 async def share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
@@ -58,7 +54,7 @@ async def share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeartbeatReq
         names = set(req.subscribed_topic_names)
         if len(filter_allowed(ctx, AclOperation.DESCRIBE, _TOPIC, names)) < len(names):
             return ShareGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    resp: ShareGroupHeartbeatResponse = await _coordinator(ctx, req)
+    resp: ShareGroupHeartbeatResponse = await group_coordinator(ctx, req)
     return resp
 
 
@@ -69,7 +65,7 @@ async def share_group_describe(ctx: RequestContext, req: ShareGroupDescribeReque
     order = list(req.group_ids)
     may = filter_allowed(ctx, AclOperation.DESCRIBE, _GROUP, order)
     req.group_ids = [g for g in order if g in may]
-    resp: ShareGroupDescribeResponse = await _coordinator(ctx, req) if req.group_ids else D(groups=[])
+    resp: ShareGroupDescribeResponse = await group_coordinator(ctx, req) if req.group_ids else D(groups=[])
     by_id: dict[str, Any] = {}
     for g in resp.groups:
         by_id[g.group_id] = _checked_topics(ctx, g, bool(req.include_authorized_operations))

@@ -54,11 +54,15 @@ def _share_group(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | N
     return ErrorCode.NONE, None, group
 
 
-def _must_be_empty(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | None]:
+def _empty_group(ctx: RequestContext, group_id: str,
+                 operation: AclOperation) -> tuple[ErrorCode, str | None, ShareGroup | None]:
+    """Altering or deleting offsets: the group's ``operation`` ACL, then the share group, empty."""
+    if not allowed(ctx, operation, _GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, None
     code, message, group = _share_group(ctx, group_id)
     if code == ErrorCode.NONE and group is not None and not group.is_empty():
-        return ErrorCode.NON_EMPTY_GROUP, "The group has active members."
-    return code, message
+        return ErrorCode.NON_EMPTY_GROUP, "The group has active members.", None
+    return code, message, group
 
 
 async def _describe_partition(ctx: RequestContext, group_id: str, topic: str, index: int, version: int) -> Any:
@@ -128,9 +132,7 @@ async def describe_share_group_offsets(ctx: RequestContext,
          access=(Access(_GROUP, AclOperation.READ), Access(_TOPIC, AclOperation.READ)))
 async def alter_share_group_offsets(ctx: RequestContext,
                                     req: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
-    if not allowed(ctx, AclOperation.READ, _GROUP, req.group_id):
-        return _AL(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    code, message = _must_be_empty(ctx, req.group_id)
+    code, message, _ = _empty_group(ctx, req.group_id, AclOperation.READ)
     if code != ErrorCode.NONE:
         return _AL(error_code=code, error_message=message)
     may = filter_allowed(ctx, AclOperation.READ, _TOPIC, [t.topic_name for t in req.topics])
@@ -158,12 +160,9 @@ async def alter_share_group_offsets(ctx: RequestContext,
          access=(Access(_GROUP, AclOperation.DELETE), Access(_TOPIC, AclOperation.READ)))
 async def delete_share_group_offsets(ctx: RequestContext,
                                      req: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
-    if not allowed(ctx, AclOperation.DELETE, _GROUP, req.group_id):
-        return _DE(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    code, message = _must_be_empty(ctx, req.group_id)
+    code, message, group = _empty_group(ctx, req.group_id, AclOperation.DELETE)
     if code != ErrorCode.NONE:
         return _DE(error_code=code, error_message=message)
-    _, _, group = _share_group(ctx, req.group_id)
     assert group is not None
     may = filter_allowed(ctx, AclOperation.READ, _TOPIC, [t.topic_name for t in req.topics])
     out, deleted = [], set()

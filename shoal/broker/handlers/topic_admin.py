@@ -10,7 +10,7 @@ from shoal.broker.config import ConfigSource
 from shoal.broker.metadata import INTERNAL_TOPICS, topic_name_error
 from shoal.broker.topic_configs import InvalidTopicConfig, broker_topic_defaults, topic_log_config
 from shoal.protocol.acl_operations import AclOperation, ResourceType
-from shoal.protocol.errors import ErrorCode
+from shoal.protocol.errors import ErrorCode, Refusal
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.create_partitions_response import CreatePartitionsResponse
 from shoal.protocol.generated.create_topics_response import CreateTopicsResponse
@@ -32,21 +32,15 @@ TopicResult = CreateTopicsResponse.CreatableTopicResult
 PartitionsResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-class _Refused(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def _check_assignment(broker: BrokerServices, assignment: list[list[int]]) -> None:
     for replicas in assignment:
         if not replicas or len(set(replicas)) != len(replicas):
-            raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate or empty replica list {replicas}")
+            raise Refusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate or empty replica list {replicas}")
         for r in replicas:
             if r not in broker.nodes:
-                raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker {r} in assignment")
+                raise Refusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker {r} in assignment")
     if len({len(r) for r in assignment}) > 1:
-        raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same replication factor")
+        raise Refusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions must have the same replication factor")
 
 
 _TOO_LARGE = "Unable to perform excessively large batch operation."
@@ -62,7 +56,7 @@ def _requested_configs(t: CreatableTopic) -> dict[str, str]:
     configs = {}
     for c in t.configs:
         if c.value is None:
-            raise _Refused(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config {c.name}")
+            raise Refusal(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config {c.name}")
         configs[c.name] = c.value
     return configs
 
@@ -70,11 +64,11 @@ def _requested_configs(t: CreatableTopic) -> dict[str, str]:
 def _explicit_layout(broker: BrokerServices, t: CreatableTopic) -> tuple[list[list[int]], int, int]:
     """The replica assignment the request gives: (assignment, partitions, replication factor)."""
     if t.num_partitions != -1 or t.replication_factor != -1:
-        raise _Refused(ErrorCode.INVALID_REQUEST,
+        raise Refusal(ErrorCode.INVALID_REQUEST,
                        "Both numPartitions or replicationFactor and replicasAssignments were set.")
     ordered = sorted(t.assignments, key=lambda a: a.partition_index)
     if [a.partition_index for a in ordered] != list(range(len(ordered))):
-        raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        raise Refusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                        "Partitions should be a consecutive 0-based integer sequence")
     assignment = [list(a.broker_ids) for a in ordered]
     _check_assignment(broker, assignment)
@@ -87,11 +81,11 @@ def _counted_layout(broker: BrokerServices, t: CreatableTopic) -> tuple[int, int
     partitions = config.get_int("num.partitions") if t.num_partitions == -1 else t.num_partitions
     rf = config.get_int("default.replication.factor") if t.replication_factor == -1 else t.replication_factor
     if partitions <= 0:
-        raise _Refused(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        raise Refusal(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
     if rf <= 0:
-        raise _Refused(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        raise Refusal(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
     if rf > len(broker.nodes):
-        raise _Refused(ErrorCode.INVALID_REPLICATION_FACTOR,
+        raise Refusal(ErrorCode.INVALID_REPLICATION_FACTOR,
                        f"Unable to replicate the partition {rf} time(s): The target replication "
                        f"factor of {rf} cannot be reached because only {len(broker.nodes)} "
                        "broker(s) are registered.")
@@ -125,9 +119,9 @@ def _create_one(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> 
     try:
         error = topic_name_error(t.name)
         if error:
-            raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, error)
+            raise Refusal(ErrorCode.INVALID_TOPIC_EXCEPTION, error)
         if t.name in broker.metadata.topics:
-            raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+            raise Refusal(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
         configs = _requested_configs(t)
         assignment = None
         if t.assignments:
@@ -137,11 +131,11 @@ def _create_one(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> 
         try:
             topic_log_config(configs, broker.log_defaults)
         except InvalidTopicConfig as e:
-            raise _Refused(ErrorCode.INVALID_CONFIG, str(e)) from None
+            raise Refusal(ErrorCode.INVALID_CONFIG, str(e)) from None
         topic_id = None
         if not validate_only:
             topic_id = broker.create_topic(t.name, partitions, rf, configs, assignment).topic_id
-    except _Refused as e:
+    except Refusal as e:
         return _refused_topic(t.name, e.code, str(e))
     return _created_topic(ctx, t.name, configs, partitions, rf, topic_id)
 
@@ -238,19 +232,19 @@ def _new_assignment(broker: BrokerServices, t: CreatePartitionsRequest.CreatePar
                     info: TopicInfo | None) -> list[list[int]] | None:
     """Check a partition increase as KRaft Kafka does; the replicas it gives the new partitions."""
     if info is None:
-        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist.")
+        raise Refusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist.")
     # KRaft Kafka's messages (ReplicationControlManager), which tools print as they are
     if t.count == info.num_partitions:
-        raise _Refused(ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.count} partition(s).")
+        raise Refusal(ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.count} partition(s).")
     if t.count < info.num_partitions:
-        raise _Refused(ErrorCode.INVALID_PARTITIONS,
+        raise Refusal(ErrorCode.INVALID_PARTITIONS,
                        f"The topic {t.name} currently has {info.num_partitions} partition(s); "
                        f"{t.count} would not be an increase.")
     if t.assignments is None:
         return None
     assignment = [list(a.broker_ids) for a in t.assignments]
     if len(assignment) != t.count - info.num_partitions:
-        raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        raise Refusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                        f"Increasing the number of partitions by {t.count - info.num_partitions} "
                        f"but {len(assignment)} assignments provided.")
     _check_assignment(broker, assignment)
@@ -281,7 +275,7 @@ async def create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -
             assignment = _new_assignment(broker, t, broker.metadata.topics.get(t.name))
             if not req.validate_only:
                 broker.add_partitions(t.name, t.count, assignment)
-        except _Refused as e:
+        except Refusal as e:
             code, message = e.code, str(e)
         results.append(PartitionsResult(name=t.name, error_code=code, error_message=message))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

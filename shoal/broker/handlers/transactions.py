@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from shoal.broker.apis import Access, handles
 from shoal.broker.authorize import allowed, allowed_any, authorizer, filter_allowed
 from shoal.broker.handlers.fetch import leader_error
-from shoal.broker.handlers.groups import commit_known_topics
+from shoal.broker.handlers.groups import commit_known_topics, group_coordinator
 from shoal.broker.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC
 from shoal.coordinator.group.responses import error_response as group_error_response
 from shoal.coordinator.txn.responses import (
@@ -90,13 +90,11 @@ async def _txn_denied(ctx: RequestContext, req):  # noqa: ANN001, ANN202
     """Kafka's response when the principal may not make this transaction request; None when it may.
     (DescribeTransactions with some ids denied: the answer, the allowed ids described.)"""
     api_key, version = ApiKey(ctx.api_key), ctx.api_version
-    if api_key == ApiKey.INIT_PRODUCER_ID or api_key == ApiKey.END_TXN:
+    if api_key in (ApiKey.INIT_PRODUCER_ID, ApiKey.END_TXN, ApiKey.ADD_OFFSETS_TO_TXN):
         if not allowed(ctx, AclOperation.WRITE, _TXN_ID, req.transactional_id):
             return txn_error_response(api_key, version, req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif api_key == ApiKey.ADD_OFFSETS_TO_TXN:
-        if not allowed(ctx, AclOperation.WRITE, _TXN_ID, req.transactional_id):
-            return txn_error_response(api_key, version, req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        if api_key == ApiKey.ADD_OFFSETS_TO_TXN and not allowed(ctx, AclOperation.READ, ResourceType.GROUP,
+                                                                req.group_id):
             return txn_error_response(api_key, version, req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     elif api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
         if version >= 4:  # brokers verifying a transaction: the cluster's CLUSTER_ACTION
@@ -172,8 +170,7 @@ async def _txn_offset_commit_known(ctx: RequestContext, req: TxnOffsetCommitRequ
             code = ErrorCode.INVALID_PRODUCER_EPOCH
         return group_error_response(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req,
                                     for_version(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, code))
-    return await broker.coordinators.runtime(ctx.node.node_id).handle(
-        ApiKey.TXN_OFFSET_COMMIT, ctx.api_version, req, client_id=ctx.client_id or "", client_host=ctx.client_host)
+    return await group_coordinator(ctx, req)
 
 
 @handles(ApiKey.WRITE_TXN_MARKERS, access=(Access(ResourceType.CLUSTER, AclOperation.CLUSTER_ACTION),))

@@ -124,6 +124,11 @@ def _write_txn_id(when: str = "") -> Check:
     return _check(TXN_ID, WRITE, Target.TRANSACTIONAL_ID, OnDeny.REQUEST, TXN_ID_DENIED, when=when)
 
 
+def _configs(operation: AclOperation, more: str = "") -> Check:
+    return Check((Grant(TOPIC, operation, Target.CONFIG_RESOURCES),), OnDeny.RESOURCE, TOPIC_DENIED,
+                 note="resource and error by config type: CONFIG_RESOURCE_ACCESS" + more)
+
+
 def _authorized_ops(resource: str, field: str = "") -> Check:
     """KIP-430: a requested authorized-operations field is computed with
     `Authorizer.authorized_operations`; it never fails the request."""
@@ -152,6 +157,12 @@ COORDINATOR_ACCESS: dict[int, tuple[ResourceType, AclOperation, ErrorCode]] = {
     1: (TXN_ID, DESCRIBE, TXN_ID_DENIED),
     2: (CLUSTER, CLUSTER_ACTION, CLUSTER_DENIED),
 }
+
+# ShareFetch and ShareAcknowledge
+_SHARE_DATA = ApiAccess((
+    _group(READ),
+    _topics(READ, note="a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED; the rest are served"),
+))
 
 API_ACCESS: dict[ApiKey, ApiAccess] = {
     # --- produce and consume ---
@@ -230,14 +241,8 @@ API_ACCESS: dict[ApiKey, ApiAccess] = {
         _group(DELETE),
         _topics(READ, note="a denied topic answers TOPIC_AUTHORIZATION_FAILED"),
     )),
-    ApiKey.SHARE_FETCH: ApiAccess((
-        _group(READ),
-        _topics(READ, note="a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED; the rest are served"),
-    )),
-    ApiKey.SHARE_ACKNOWLEDGE: ApiAccess((
-        _group(READ),
-        _topics(READ, note="a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED; the rest are served"),
-    )),
+    ApiKey.SHARE_FETCH: _SHARE_DATA,
+    ApiKey.SHARE_ACKNOWLEDGE: _SHARE_DATA,
     ApiKey.SHARE_GROUP_DESCRIBE: ApiAccess((
         _check(GROUP, DESCRIBE, Target.GROUPS, OnDeny.RESOURCE, GROUP_DENIED),
         _authorized_ops("group", "authorized_operations of each described group"),
@@ -296,18 +301,9 @@ API_ACCESS: dict[ApiKey, ApiAccess] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: ApiAccess((_cluster(ALTER),)),
     ApiKey.DESCRIBE_LOG_DIRS: ApiAccess((_cluster(DESCRIBE, note="top-level error_code, empty results"),)),
     # --- configs ---
-    ApiKey.DESCRIBE_CONFIGS: ApiAccess((
-        Check((Grant(TOPIC, DESCRIBE_CONFIGS, Target.CONFIG_RESOURCES),), OnDeny.RESOURCE, TOPIC_DENIED,
-              note="resource and error by config type: CONFIG_RESOURCE_ACCESS"),
-    )),
-    ApiKey.ALTER_CONFIGS: ApiAccess((
-        Check((Grant(TOPIC, ALTER_CONFIGS, Target.CONFIG_RESOURCES),), OnDeny.RESOURCE, TOPIC_DENIED,
-              note="resource and error by config type: CONFIG_RESOURCE_ACCESS (not BROKER_LOGGER)"),
-    )),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiAccess((
-        Check((Grant(TOPIC, ALTER_CONFIGS, Target.CONFIG_RESOURCES),), OnDeny.RESOURCE, TOPIC_DENIED,
-              note="resource and error by config type: CONFIG_RESOURCE_ACCESS"),
-    )),
+    ApiKey.DESCRIBE_CONFIGS: ApiAccess((_configs(DESCRIBE_CONFIGS),)),
+    ApiKey.ALTER_CONFIGS: ApiAccess((_configs(ALTER_CONFIGS, " (not BROKER_LOGGER)"),)),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiAccess((_configs(ALTER_CONFIGS),)),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiAccess((_cluster(DESCRIBE_CONFIGS),)),
     ApiKey.ALTER_CLIENT_QUOTAS: ApiAccess((_cluster(ALTER_CONFIGS, note="every entry gets the error"),)),
     # --- cluster ---

@@ -10,7 +10,7 @@ Grammar: ``( loginModuleClass controlFlag (key '=' value)* ';' )+``
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 CONTROL_FLAGS = ("REQUIRED", "REQUISITE", "SUFFICIENT", "OPTIONAL")
@@ -69,12 +69,6 @@ class _Tokenizer:
     def __init__(self, text: str) -> None:
         self._text = text
         self._pos = 0
-
-    def __iter__(self) -> Iterator[_Token]:
-        return self
-
-    def __next__(self) -> _Token:
-        return self.next_token()
 
     def _peek(self, offset: int = 0) -> str:
         pos = self._pos + offset

@@ -352,9 +352,7 @@ class SharePartition:
             return ErrorCode.NONE
         if segments[-1][1] >= self._end:
             return ErrorCode.INVALID_REQUEST
-        if segments[0][0] < self._start:
-            return ErrorCode.INVALID_RECORD_STATE
-        if not self._acknowledgeable(member_id, segments):
+        if segments[0][0] < self._start or not self._acknowledgeable(member_id, segments):
             return ErrorCode.INVALID_RECORD_STATE
 
         deadline = now_ms + self.record_lock_duration_ms
