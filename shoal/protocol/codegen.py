@@ -461,11 +461,7 @@ class ModuleGen:
                 for f in tagged:
                     em.emit(1, f"f_{f.attr} = {default_expr(f)}")
                 n = em.tmp("n")
-                em.emit(1, f"{n} = buf[pos]")
-                em.emit(1, f"if {n} < 0x80:")
-                em.emit(2, "pos += 1")
-                em.emit(1, "else:")
-                em.emit(2, f"{n}, pos = _read_uv(buf, pos)")
+                self.emit_read_uv(em, 1, n)
                 em.emit(1, f"for _ in range({n}):")
                 em.emit(2, "tag, pos = _read_uv(buf, pos)")
                 em.emit(2, "size, pos = _read_uv(buf, pos)")
@@ -495,6 +491,7 @@ class ModuleGen:
             "compact": self.compact(f, v) or tagged_ctx and self.flexible(v),
             "nullable": v in f.nullable,
             "v": v,
+            "tagged": tagged_ctx,
         }
 
     def emit_decode_seq(self, em: Emitter, ind: int, ops: list[tuple[FieldSpec, dict]]) -> None:
@@ -531,26 +528,24 @@ class ModuleGen:
                     run_targets.append(var)
                 continue
             if f.is_struct and not f.is_array:
+                flush()
                 if nullable:
-                    flush()
-                    em.emit(ind, "if buf[pos] >= 0x80:")
+                    # Kafka marks a nullable struct with a byte, -1 (null) or 1, before it; a tagged one
+                    # with a varint, 0 (null) or 1. shoal before 2026-11 wrote -1 in tagged fields too.
+                    null_test = "buf[pos] == 0 or buf[pos] >= 0x80" if ctx.get("tagged") else "buf[pos] >= 0x80"
+                    em.emit(ind, f"if {null_test}:")
                     em.emit(ind + 1, f"{var} = None")
                     em.emit(ind + 1, "pos += 1")
                     em.emit(ind, "else:")
                     em.emit(ind + 1, f"{var}, pos = {self.dec_name[(f.elem, v)]}(buf, pos + 1)")
                 else:
-                    flush()
                     em.emit(ind, f"{var}, pos = {self.dec_name[(f.elem, v)]}(buf, pos)")
                 continue
             # Variable-length: a length/count prefix then a body.
             n = em.tmp("n")
             if compact:
                 flush()
-                em.emit(ind, f"{n} = buf[pos]")
-                em.emit(ind, f"if {n} < 0x80:")
-                em.emit(ind + 1, "pos += 1")
-                em.emit(ind, "else:")
-                em.emit(ind + 1, f"{n}, pos = _read_uv(buf, pos)")
+                self.emit_read_uv(em, ind, n)
                 em.emit(ind, f"{n} -= 1")
             else:
                 if f.is_array or f.type in ("bytes", "records"):
@@ -563,6 +558,15 @@ class ModuleGen:
                 flush()
             self.emit_var_body(em, ind, f, var, n, nullable, compact, v)
         flush()
+
+    @staticmethod
+    def emit_read_uv(em: Emitter, ind: int, n: str) -> None:
+        """Read an unsigned varint into ``n``, the one-byte case inline."""
+        em.emit(ind, f"{n} = buf[pos]")
+        em.emit(ind, f"if {n} < 0x80:")
+        em.emit(ind + 1, "pos += 1")
+        em.emit(ind, "else:")
+        em.emit(ind + 1, f"{n}, pos = _read_uv(buf, pos)")
 
     def emit_var_body(
         self, em: Emitter, ind: int, f: FieldSpec, var: str, n: str, nullable: bool, compact: bool, v: int
@@ -608,11 +612,7 @@ class ModuleGen:
                 return
             m = em.tmp("n")
             if compact:
-                em.emit(i3, f"{m} = buf[pos]")
-                em.emit(i3, f"if {m} < 0x80:")
-                em.emit(i3 + 1, "pos += 1")
-                em.emit(i3, "else:")
-                em.emit(i3 + 1, f"{m}, pos = _read_uv(buf, pos)")
+                self.emit_read_uv(em, i3, m)
                 em.emit(i3, f"{m} -= 1")
             else:
                 fmt = "h" if elem == "string" else "i"
@@ -653,7 +653,7 @@ class ModuleGen:
                     em.emit(1, f"if {non_default_cond(f, 'o.' + f.attr)}:")
                     em.emit(2, f"out += _uvb({f.tag})")
                     em.emit(2, "tb = bytearray()")
-                    ctx = {"compact": True, "nullable": v in f.nullable, "v": v}
+                    ctx = {"compact": True, "nullable": v in f.nullable, "v": v, "tagged": True}
                     self.emit_encode_seq(em, 2, [(f, ctx)], "tb")
                     em.emit(2, "out += _uvb(len(tb))")
                     em.emit(2, "out += tb")
@@ -684,7 +684,8 @@ class ModuleGen:
                 fn = self.enc_name[(f.elem, v)]
                 if nullable:
                     em.emit(ind, f"if {ref} is None:")
-                    em.emit(ind + 1, f"{out} += b'\\xff'")
+                    null_mark = "b'\\x00'" if ctx.get("tagged") else "b'\\xff'"
+                    em.emit(ind + 1, f"{out} += {null_mark}")
                     em.emit(ind, "else:")
                     em.emit(ind + 1, f"{out} += b'\\x01'")
                     em.emit(ind + 1, f"{fn}({ref}, {out})")
@@ -831,19 +832,21 @@ class ModuleGen:
         parts = ", ".join(f"{f.attr}={{self.{f.attr}!r}}" for f in st.fields)
         lines.append(f'{p2}return f"{st.name}({parts})"')
         if top:
+            check = [f"{p2}if not 0 <= version <= {spec.valid.hi}:",
+                     f"{p2}    raise _UnsupportedVersionError(f'{spec.name} version {{version}}')"]
+            decode_error = [f"{p2}except (_StructError, IndexError, UnicodeDecodeError) as e:",
+                            f"{p2}    raise _DecodeError(f'{spec.name} v{{version}}: {{e}}') from None"]
             lines.append("")
             lines.append(f"{p1}def encode(self, version: int) -> bytes:")
             lines.append(f'{p2}"""Encode the body of this message at ``version`` (no header, no size)."""')
-            lines.append(f"{p2}if not 0 <= version <= {spec.valid.hi}:")
-            lines.append(f"{p2}    raise _UnsupportedVersionError(f'{spec.name} version {{version}}')")
+            lines.extend(check)
             lines.append(f"{p2}out = bytearray()")
             lines.append(f"{p2}_ENCODERS[version](self, out)")
             lines.append(f"{p2}return bytes(out)")
             lines.append("")
             lines.append(f"{p1}def encode_into(self, out: bytearray, version: int) -> None:")
             lines.append(f'{p2}"""Append the encoded body to ``out``."""')
-            lines.append(f"{p2}if not 0 <= version <= {spec.valid.hi}:")
-            lines.append(f"{p2}    raise _UnsupportedVersionError(f'{spec.name} version {{version}}')")
+            lines.extend(check)
             lines.append(f"{p2}_ENCODERS[version](self, out)")
             lines.append("")
             lines.append(f"{p1}@classmethod")
@@ -851,12 +854,10 @@ class ModuleGen:
                 f"{p1}def decode(cls, buf: bytes | bytearray | memoryview, version: int) -> {spec.name}:"
             )
             lines.append(f'{p2}"""Decode a whole body at ``version``; unknown tagged fields are skipped."""')
-            lines.append(f"{p2}if not 0 <= version <= {spec.valid.hi}:")
-            lines.append(f"{p2}    raise _UnsupportedVersionError(f'{spec.name} version {{version}}')")
+            lines.extend(check)
             lines.append(f"{p2}try:")
             lines.append(f"{p2}    return _DECODERS[version](buf, 0)[0]")
-            lines.append(f"{p2}except (_StructError, IndexError, UnicodeDecodeError) as e:")
-            lines.append(f"{p2}    raise _DecodeError(f'{spec.name} v{{version}}: {{e}}') from None")
+            lines.extend(decode_error)
             lines.append("")
             lines.append(f"{p1}@classmethod")
             lines.append(
@@ -864,12 +865,10 @@ class ModuleGen:
                 f" -> tuple[{spec.name}, int]:"
             )
             lines.append(f'{p2}"""Decode starting at ``pos``; return (message, end position)."""')
-            lines.append(f"{p2}if not 0 <= version <= {spec.valid.hi}:")
-            lines.append(f"{p2}    raise _UnsupportedVersionError(f'{spec.name} version {{version}}')")
+            lines.extend(check)
             lines.append(f"{p2}try:")
             lines.append(f"{p2}    return _DECODERS[version](buf, pos)")
-            lines.append(f"{p2}except (_StructError, IndexError, UnicodeDecodeError) as e:")
-            lines.append(f"{p2}    raise _DecodeError(f'{spec.name} v{{version}}: {{e}}') from None")
+            lines.extend(decode_error)
         return lines
 
     # -- module ---------------------------------------------------------------

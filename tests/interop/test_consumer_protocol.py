@@ -15,6 +15,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from shoal.protocol.framing import decode_response_header, encode_request, response_header_version
 from shoal.protocol.generated import api_spec
 from shoal.protocol.generated.api_keys import ApiKey
@@ -45,8 +47,9 @@ def _describe(bootstrap: str, group: str) -> object:
     return admin.describe_consumer_groups([group], request_timeout=10)[group].result(15)
 
 
-def test_consumer_protocol_join_rebalance_leave_and_resume(shoal_factory, members):  # noqa: F811
-    shoal = shoal_factory(overrides=BROKER)
+@pytest.mark.parametrize("nodes", [1, 3], ids=["1node", "3nodes"])
+def test_consumer_protocol_join_rebalance_leave_and_resume(shoal_factory, members, nodes):  # noqa: F811
+    shoal = shoal_factory(nodes=nodes, overrides=BROKER)
     bs, topic, group = shoal.bootstrap, "kip848", "g848"
     create_topic(bs, topic, PARTS)
     everything = {(topic, p) for p in range(PARTS)}
@@ -142,16 +145,21 @@ def _call(bootstrap: str, key: ApiKey, version: int, request: Any) -> Any:
 
 
 def _describe_raw(bootstrap: str, group: str) -> Any:
+    """ConsumerGroupDescribe of ``group``, asked of its coordinator (found first, as a client does)."""
+    find = api_spec(ApiKey.FIND_COORDINATOR).request(key_type=0, coordinator_keys=[group])
+    coordinator = _call(bootstrap, ApiKey.FIND_COORDINATOR, 4, find).coordinators[0]
+    assert coordinator.error_code == 0, coordinator
     req = api_spec(ApiKey.CONSUMER_GROUP_DESCRIBE).request(group_ids=[group])
-    return _call(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, req).groups[0]
+    return _call(f"{coordinator.host}:{coordinator.port}", ApiKey.CONSUMER_GROUP_DESCRIBE, 0, req).groups[0]
 
 
-def test_regex_subscription_takes_in_a_topic_created_later(shoal_factory, members):  # noqa: F811
+@pytest.mark.parametrize("nodes", [1, 3], ids=["1node", "3nodes"])
+def test_regex_subscription_takes_in_a_topic_created_later(shoal_factory, members, nodes):  # noqa: F811
     """librdkafka subscribes to "^re-.*": with ConsumerGroupHeartbeat v1 it sends the pattern as
     SubscribedTopicRegex, in parentheses ("(^re-.*)": it joins its regexes with "|"), and no names
     (as ConsumerGroupDescribe shows); the broker resolves it, also for a topic created while the
     group runs."""
-    shoal = shoal_factory(overrides=BROKER)
+    shoal = shoal_factory(nodes=nodes, overrides=BROKER)
     bs, group = shoal.bootstrap, "g848-re"
     create_topic(bs, "re-early", 2)
     create_topic(bs, "other", 1)

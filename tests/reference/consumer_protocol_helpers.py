@@ -87,17 +87,19 @@ class Drivers:
         self.franzgo = franzgo
 
     def command(self, client: str, bootstrap: str, group: str, topic: str,
-                instance: str | None = None) -> list[str]:
+                instance: str | None = None, props: tuple[str, ...] = ()) -> list[str]:
+        """``props``: more ``key=value`` client settings (Java and librdkafka members)."""
         if client == "java":
             extra = [f"group.instance.id={instance}"] if instance else []
             return ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                    "-cp", f"{self.kafka_lib}/*:{self.java_classes}", "GroupMember", bootstrap, group, topic, *extra]
+                    "-cp", f"{self.kafka_lib}/*:{self.java_classes}", "GroupMember", bootstrap, group, topic, *extra,
+                    *props]
         if client == "franz-go":
             extra = ["-instance", instance] if instance else []
             return [str(self.franzgo), "-brokers", bootstrap, "-group", group, "-topic", topic, *extra]
         if client == "librdkafka":
             extra = [f"group.instance.id={instance}"] if instance else []
-            return [sys.executable, str(CLIENTS_DIR / "rdkafka_member.py"), bootstrap, group, topic, *extra]
+            return [sys.executable, str(CLIENTS_DIR / "rdkafka_member.py"), bootstrap, group, topic, *extra, *props]
         raise ValueError(client)
 
 
@@ -210,8 +212,9 @@ class Members:
         self.started: list[Member] = []
 
     def start(self, name: str, client: str, bootstrap: str, group: str, topic: str,
-              instance: str | None = None) -> Member:
-        m = Member(name, client, self.drivers.command(client, bootstrap, group, topic, instance), self.log_dir)
+              instance: str | None = None, props: tuple[str, ...] = ()) -> Member:
+        m = Member(name, client, self.drivers.command(client, bootstrap, group, topic, instance, props),
+                   self.log_dir)
         self.started.append(m)
         return m
 

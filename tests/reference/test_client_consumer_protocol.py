@@ -1,5 +1,5 @@
 """shoal's client with ``group.protocol=consumer`` (KIP-848) against Apache Kafka 4.x and shoal
-(``either_broker``): members share a topic's partitions exactly, every record is consumed once while
+(``either_broker``, and shoal on three nodes): members share a topic's partitions exactly, every record is consumed once while
 members join and leave, a static member gets its partitions back after a restart, committed offsets
 are resumed, and a pattern subscription (resolved by the broker) takes in a topic created later.
 
@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
 
 from shoal.client import AdminClient, AIOConsumer, Consumer, NewTopic, Producer, TopicPartition
+from shoal.testing.process import BrokerProcess
+from tests.reference.fixtures import COMMON_PROPERTIES, Reference
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -101,6 +103,27 @@ def close_all(consumers: list[Consumer]) -> None:
             c.close()
         except Exception:  # noqa: BLE001 - a failed close must not hide the test's own failure
             pass
+
+
+@pytest.fixture(scope="module")
+def shoal_three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("shoal-3n") / "data", 3, COMMON_PROPERTIES)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(params=["shoal", "shoal-3", "kafka"])
+def either_broker(request: pytest.FixtureRequest) -> Reference:
+    """shoal on one node and on three (coordinator and partition leaders on different nodes), then
+    Apache Kafka 4.x: the same test body runs against each."""
+    if request.param == "kafka":
+        cluster = request.getfixturevalue("kafka_broker")
+        return Reference("kafka", cluster.bootstrap_servers, cluster.version, cluster)
+    proc = request.getfixturevalue("shoal_three_nodes" if request.param == "shoal-3" else "shoal_reference")
+    return Reference(request.param, proc.bootstrap_servers, "shoal", proc)
 
 
 def test_members_share_partitions_exactly_and_consume_every_record_once(either_broker):
@@ -297,3 +320,28 @@ def test_a_member_that_stops_polling_leaves_then_loses_and_rejoins(either_broker
     finally:
         c.close()
     assert listener.calls[:3] == [("assigned", everything), ("lost", everything), ("assigned", everything)]
+
+
+def test_a_groups_own_heartbeat_interval_reaches_its_members(either_broker):
+    # consumer.heartbeat.interval.ms set on the group (IncrementalAlterConfigs, resource type GROUP)
+    # overrides the broker's group.consumer.heartbeat.interval.ms in the heartbeat answers.
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    bs, topic, group = either_broker.bootstrap_servers, unique("kip848-cfg"), unique("g848cfg")
+    make_topic(bs, topic, 1)
+    admin = ConfluentAdmin({"bootstrap.servers": bs})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
+    entries = next(iter(described.values())).result(15)
+    assert entries["consumer.heartbeat.interval.ms"].value == "6000"
+    c = member(bs, group, enable_auto_commit=False)
+    log = Log()
+    try:
+        c.subscribe([topic])
+        poll_until([c], log, lambda: c.assignment() == {TopicPartition(topic, 0)}, "the assignment")
+        assert c._core.coordinator.heartbeat_interval_ms == 6000
+    finally:
+        c.close()

@@ -1,16 +1,19 @@
 """KIP-848 consumer groups (``group.protocol=consumer``) with real clients over real sockets (issue 18):
 Kafka's Java client 4.4, franz-go (``kgo.ServerSideBalancer``) and librdkafka (confluent-kafka), each
-member in its own process (tests/reference/clients/), against shoal and Apache Kafka 4.4 (the reference)
-run with the same fast group timers.
+member in its own process (tests/reference/clients/), against shoal on one node and on three, and Apache
+Kafka 4.4 (the reference), run with the same fast group timers.
 
 1. one member, then three, on a 6-partition topic: an exact cover, every record once, a member leaves
    and its partitions move;
 2. offsets committed by one member (Java) are resumed by a new one (franz-go);
-3. a static member (group.instance.id) restarted within the session timeout gets its partitions back;
+3. a static member (group.instance.id) restarted within the session timeout gets its partitions back
+   (each of the three clients);
 4. a 3-node shoal whose coordinator node stops: the group carries on from its commits (shoal only);
 5. Java, franz-go and librdkafka in one group: an exact cover, every record once;
 6. a regex subscription (Java's SubscriptionPattern, franz-go's ConsumeRegex), resolved by the broker,
-   takes in a matching topic created later.
+   takes in a matching topic created later;
+7. a classic group of Java members (cooperative-sticky) upgraded online by a consumer-protocol member
+   and downgraded when it leaves, nothing consumed twice.
 
 What both brokers must agree on (the differential check) is asserted the same way for each: final
 covers, the shape of each member's epochs (rising), no client errors; ``test_differential`` compares the
@@ -64,12 +67,14 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> Drivers:
     return Drivers(lib, classes, build_franzgo())
 
 
-@pytest.fixture(scope="module", params=["shoal", "kafka"])
+@pytest.fixture(scope="module", params=["shoal", "shoal-3", "kafka"])
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """shoal, then Apache Kafka 4.4, each with the same fast consumer-group timers."""
+    """shoal on one node and on three (the group's coordinator and the partitions' leaders spread over
+    them), then Apache Kafka 4.4, each with the same fast consumer-group timers."""
     props = {**COMMON_PROPERTIES, **FAST_GROUPS}
-    if request.param == "shoal":
-        proc: Any = BrokerProcess(tmp_path_factory.mktemp("shoal-cp") / "data", 1, props)
+    if request.param.startswith("shoal"):
+        nodes = 3 if request.param == "shoal-3" else 1
+        proc: Any = BrokerProcess(tmp_path_factory.mktemp(f"shoal-cp-{nodes}") / "data", nodes, props)
     else:
         proc = KafkaCluster("4", 1, tmp_path_factory.mktemp("kafka-cp"), overrides=props)
     proc.start()
@@ -211,7 +216,7 @@ def test_offsets_resumed_by_new_member(broker: Any, members: Members) -> None:
 
 
 # ---------------------------------------------------------------------------------------- 3
-@pytest.mark.parametrize("client", ["java", "franz-go"])
+@pytest.mark.parametrize("client", ["java", "franz-go", "librdkafka"])
 def test_static_member_restart_keeps_partitions(broker: Any, members: Members, client: str) -> None:
     bs, topic, group = broker.bootstrap_servers, unique("cp-static"), unique("g-static")
     create_topic(bs, topic, PARTS)
@@ -272,6 +277,53 @@ def test_mixed_clients_exact_cover(broker: Any, members: Members) -> None:
     assert sizes == [2, 2, 2], {m.name: sorted(m.owned) for m in ms}
     SUMMARIES[("mixed", broker.kind)] = {"sizes": sizes}
     print(f"\n{broker.kind} mixed: cover in {took:.2f}s; " + "; ".join(m.summary() for m in ms))
+
+
+# ---------------------------------------------------------------------------------------- online upgrade
+CLASSIC = {"java": ("group.protocol=classic",
+                    "partition.assignment.strategy=org.apache.kafka.clients.consumer.CooperativeStickyAssignor")}
+
+
+def group_type(bs: str, group: str) -> str:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    return str(admin.describe_consumer_groups([group], request_timeout=10)[group].result(15).type.name)
+
+
+@pytest.mark.parametrize("client", ["java"])
+def test_classic_group_upgraded_online_and_back(broker: Any, members: Members, client: str) -> None:
+    """Two classic (cooperative-sticky) members, then one of the consumer protocol: the group becomes a
+    consumer group with the classic members inside it (Kafka 4.x's default migration policy,
+    bidirectional), and a classic group again when that member leaves; nothing is consumed twice.
+    (librdkafka's classic members are upgraded in tests/interop/test_consumer_protocol_migration.py.)"""
+    bs, topic, group = broker.bootstrap_servers, unique("cp-upgrade"), unique("g-upgrade")
+    create_topic(bs, topic, PARTS)
+    expected = produce(bs, topic, PARTS, 10, "a")
+    a = members.start("classic-a", client, bs, group, topic, props=CLASSIC[client])
+    b = members.start("classic-b", client, bs, group, topic, props=CLASSIC[client])
+    wait_cover([a, b], "two classic members share the topic")
+    wait_consumed([a, b], expected, "the first records")
+    types = [group_type(bs, group)]
+    c = members.start("consumer-c", client, bs, group, topic)
+    wait_cover([a, b, c], "the consumer-protocol member joined the classic ones")
+    types.append(group_type(bs, group))
+    expected |= produce(bs, topic, PARTS, 10, "b")
+    wait_consumed([a, b, c], expected, "records while the group is mixed")
+    c.stop()
+    assert c.of("closed"), c.summary()
+    wait_cover([a, b], "the classic members again, after the consumer-protocol member left")
+    wait_until(lambda: group_type(bs, group) == "CLASSIC", 20, "the group back to classic")
+    types.append(group_type(bs, group))
+    expected |= produce(bs, topic, PARTS, 10, "c")
+    wait_consumed([a, b, c], expected, "records after the downgrade")
+    time.sleep(0.5)
+    ms = [a, b, c]
+    assert not duplicates(ms), f"consumed twice: {duplicates(ms)}"
+    assert consumed_values(ms) == expected
+    assert_clean(ms)
+    assert types == ["CLASSIC", "CONSUMER", "CLASSIC"], types
+    SUMMARIES[(f"upgrade-{client}", broker.kind)] = {"types": types}
 
 
 # ---------------------------------------------------------------------------------------- regex
@@ -356,11 +408,12 @@ def test_coordinator_failover_3_nodes(drivers: Drivers, members: Members, tmp_pa
 def test_differential() -> None:
     """What shoal and Kafka 4.4 did in the same scenarios, side by side."""
     scenarios = sorted({s for s, _ in SUMMARIES})
-    both = [s for s in scenarios if (s, "shoal") in SUMMARIES and (s, "kafka") in SUMMARIES]
-    if not both:
-        pytest.skip("no scenario ran on both brokers in this session")
-    for s in both:
-        print(f"\n{s}: shoal {SUMMARIES[(s, 'shoal')]} | kafka {SUMMARIES[(s, 'kafka')]}")
-    assert {s: SUMMARIES[(s, "shoal")] for s in both} == {s: SUMMARIES[(s, "kafka")] for s in both}
+    pairs = [(s, kind) for s in scenarios for kind in ("shoal", "shoal-3")
+             if (s, kind) in SUMMARIES and (s, "kafka") in SUMMARIES]
+    if not pairs:
+        pytest.skip("no scenario ran on shoal and Kafka in this session")
+    for s, kind in pairs:
+        print(f"\n{s}: {kind} {SUMMARIES[(s, kind)]} | kafka {SUMMARIES[(s, 'kafka')]}")
+    assert {(s, k): SUMMARIES[(s, k)] for s, k in pairs} == {(s, k): SUMMARIES[(s, "kafka")] for s, k in pairs}
     for kind, times in sorted(TIMINGS.items()):
         print(f"three Java members to an exact cover on {kind}: {', '.join(f'{t:.2f}s' for t in times)}")

@@ -16,8 +16,9 @@ def sub(owned: set[int] = frozenset()) -> bytes:  # type: ignore[assignment]
                                1)
 
 
-def classic_group(h: CGHarness) -> int:
-    """a owns t-0..2, b owns t-3..5 in a Stable classic group (cooperative-sticky); its generation."""
+def classic_group(h: CGHarness, user_data: bytes | None = None) -> int:
+    """a owns t-0..2, b owns t-3..5 in a Stable classic group (cooperative-sticky), their assignments
+    with ``user_data``; its generation."""
     protos = [("cooperative-sticky", sub())]
     a = h.join_new(protocols=protos)
     b = h.join_new(protocols=protos)
@@ -25,8 +26,8 @@ def classic_group(h: CGHarness) -> int:
     ra, rb = h.resp(ta), h.resp(h.last_join)
     gen = ra.generation_id
     leader = ra.leader
-    asg = {a: encode_assignment(Assignment([TopicPartition("t", p) for p in (0, 1, 2)])),
-           b: encode_assignment(Assignment([TopicPartition("t", p) for p in (3, 4, 5)]))}
+    asg = {a: encode_assignment(Assignment([TopicPartition("t", p) for p in (0, 1, 2)], user_data)),
+           b: encode_assignment(Assignment([TopicPartition("t", p) for p in (3, 4, 5)], user_data))}
     for m in (a, b):
         assert h.resp(h.sync(m, gen, asg if m == leader else None)).error_code == 0
     assert rb.error_code == 0 and h.group().state_name == "Stable"
@@ -137,3 +138,35 @@ def test_classic_member_session_expires_in_consumer_group() -> None:
     c.join()
     h.advance(10_001)  # the classic members' session timeout (10s), not the consumer one (45s)
     assert _members(h) == ["c"]
+
+
+def test_an_upgrade_whose_heartbeat_fails_leaves_the_classic_group_as_it_was() -> None:
+    # Kafka writes the conversion with the heartbeat's own records and rolls both back when the
+    # heartbeat fails: here an invalid regex, found after the group was converted for the new member.
+    h = CGHarness()
+    gen = classic_group(h)
+    before = snapshot(h.shard)
+    written = len(h.records)
+    r = h.hb("c", 0, regex="(?=t)t", owned={}, rebalance=1000)
+    assert r.error_code == E.INVALID_REGULAR_EXPRESSION
+    assert len(h.records) == written and snapshot(h.shard) == before
+    g = h.group()
+    assert isinstance(g, ClassicGroup) and g.state_name == "Stable" and g.generation_id == gen
+    a_id = next(iter(g.members))
+    assert h.resp(h.heartbeat(a_id, gen)).error_code == 0  # its members' sessions go on
+    assert Consumer(h, "c").join().error_code == 0  # and a valid heartbeat upgrades it
+    assert snapshot(replayed(h)) == snapshot(h.shard)
+
+
+def test_assignor_user_data_refuses_the_upgrade_as_kafka() -> None:
+    # An assignor that gives its members user data in their assignments: Kafka refuses to convert such a
+    # group (the consumer group would lose it), and so does shoal.
+    h = CGHarness()
+    classic_group(h, user_data=b"\x00\x00\x00\x00\x00\x00\x00\x02")
+    written = len(h.records)
+    r = h.cg_join("c")
+    assert (r.error_code, r.error_message) == (
+        E.GROUP_ID_NOT_FOUND, "Cannot upgrade classic group g to consumer group because an unsupported custom "
+        "assignor is in use. Please refer to the documentation or switch to a default assignor before "
+        "re-attempting the upgrade.")
+    assert len(h.records) == written and isinstance(h.group(), ClassicGroup)

@@ -1,10 +1,12 @@
 """KIP-848 regex subscriptions (SubscribedTopicRegex, ConsumerGroupHeartbeat v1): RE2/J's syntax,
-whole-name matching, resolution against the topics as they change, and recomputation after a load."""
+whole-name matching, resolution against the topics as they change, and the resolutions kept in
+ConsumerGroupRegularExpression records (key version 16) as Kafka 4.1+ keeps them."""
 
 from __future__ import annotations
 
 import pytest
 
+from shoal.coordinator.group.consumer import records as R
 from shoal.coordinator.group.consumer.regex import compile_regex, invalid_regex_message, resolve
 from shoal.protocol.errors import ErrorCode as E
 from shoal.protocol.generated.api_keys import ApiKey
@@ -177,12 +179,58 @@ def test_offsets_of_a_topic_the_regex_matches_are_in_use() -> None:
     assert resp.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC
 
 
-def test_replay_recomputes_the_resolutions_after_a_load() -> None:
+def _regex_records(h: CGHarness) -> list[tuple[str, list[str] | None]]:
+    out = []
+    for key, value in h.records:
+        if R.decode_key(key)[0] == R.REGULAR_EXPRESSION:
+            regex = R.decode_key(key)[2] or ""
+            out.append((regex, None if value is None else R.decode_value(R.REGULAR_EXPRESSION, value).topics))
+    return out
+
+
+def test_each_new_resolution_is_a_record_and_a_regex_nobody_uses_a_tombstone() -> None:
+    h = CGHarness(topics={"re-a": 1, "t": 1})
+    a, b = RegexConsumer(h, "a", "re-.*"), RegexConsumer(h, "b", "re-.*")
+    a.join()
+    assert _regex_records(h) == [("re-.*", ["re-a"])]
+    b.join()
+    converge([a, b])
+    assert _regex_records(h) == [("re-.*", ["re-a"])]  # unchanged: no second record
+    h.set_topic("re-b", 1)
+    a.beat()
+    assert _regex_records(h)[-1] == ("re-.*", ["re-a", "re-b"])
+    a.leave()
+    assert len(_regex_records(h)) == 2  # b still subscribes with it
+    b.leave()
+    assert _regex_records(h)[-1] == ("re-.*", None)
+    assert h.cgroup().resolved_regexes == {}
+
+
+def test_deleting_a_group_tombstones_its_regexes() -> None:
+    h = CGHarness(topics={"re-a": 1})
+    a = RegexConsumer(h, "a", "re-.*")
+    a.join()
+    records = h.cgroup().tombstone_records()
+    assert R.regex_tombstone("g", "re-.*") in records
+    assert records.index(R.regex_tombstone("g", "re-.*")) == len(records) - 3  # before the metadata and epoch
+
+
+def test_regex_record_is_kafkas() -> None:
+    # A ConsumerGroupRegularExpression record as Kafka 4.4 writes it: key type 16 (group, regex), value
+    # version 0 with the topics, the metadata version and the time, and no tagged fields.
+    key, value = R.regex_record("g-rx", "(^rx-.*)", frozenset({"rx-b", "rx-a"}), 1795638219832)
+    assert key == bytes.fromhex("0010" "0004") + b"g-rx" + bytes.fromhex("0008") + b"(^rx-.*)"
+    assert value == (bytes.fromhex("0000" "03" "05") + b"rx-a" + bytes.fromhex("05") + b"rx-b"
+                     + (0).to_bytes(8, "big") + (1795638219832).to_bytes(8, "big") + b"\x00")
+
+
+def test_replay_keeps_the_resolutions_of_the_records() -> None:
     h = CGHarness(topics={"re-a": 2, "t": 1})
     a = RegexConsumer(h, "a", "re-.*")
     a.join()
     converge([a])
     fresh = replayed(h)
+    assert fresh.groups["g"].resolved_regexes == {"re-.*": frozenset({"re-a"})}  # type: ignore[attr-defined]
     fresh.on_loaded(h.now)
     group = fresh.groups["g"]
     assert group.resolved_regexes == {"re-.*": frozenset({"re-a"})}  # type: ignore[attr-defined]

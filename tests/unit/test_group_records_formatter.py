@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+from shoal.coordinator.group.consumer import records as consumer_records
+from shoal.coordinator.group.consumer.member import ClassicMeta, ConsumerMember
 from shoal.coordinator.group.formatter import (
     format_group_metadata_record,
     format_offset_record,
@@ -63,3 +65,36 @@ def test_group_metadata_formatter() -> None:
     assert format_record(group_metadata_key("g"), group_metadata_value(empty)) == (
         "g::GroupMetadata(groupId=g, generation=2, protocolType=Some(consumer), currentState=Empty, members=Map())")
     assert format_record(*group_metadata_tombstone("g")) == "g::NULL"
+
+
+# A ConsumerGroupMemberMetadata value as Kafka 4.4 wrote it to its __consumer_offsets for a librdkafka
+# member subscribed by regex: its tagged ClassicMemberMetadata (tag 0) holds a varint 0, "null".
+KAFKA_MEMBER_VALUE = bytes.fromhex(
+    "000000000872646b61666b610b2f3132372e302e302e310109285e72782d2e2a29000493e00001000100")
+
+
+def test_kafkas_consumer_member_record_decodes_and_prints() -> None:
+    key = consumer_records.member_subscription_tombstone("g-rx", "m1")[0]
+    v = consumer_records.decode_value(consumer_records.MEMBER_METADATA, KAFKA_MEMBER_VALUE)
+    assert (v.client_id, v.subscribed_topic_regex, v.rebalance_timeout_ms, v.classic_member_metadata) == (
+        "rdkafka", "(^rx-.*)", 300000, None)
+    assert consumer_records.classic_meta_of(v) is None
+    line = format_record(key, KAFKA_MEMBER_VALUE)
+    assert line is not None and '"subscribedTopicRegex":"(^rx-.*)"' in line and "classicMember" not in line
+
+
+def test_a_consumer_members_record_is_byte_for_byte_kafkas() -> None:
+    member = ConsumerMember("m1", client_id="rdkafka", client_host="/127.0.0.1", subscribed_topic_regex="(^rx-.*)",
+                            rebalance_timeout_ms=300000)
+    assert consumer_records.member_subscription_record("g-rx", member)[1] == KAFKA_MEMBER_VALUE
+
+
+def test_a_classic_members_metadata_round_trips() -> None:
+    classic = ClassicMeta(45000, (("range", b"\x00\x01"),))
+    member = ConsumerMember("m1", client_id="c", client_host="/h", subscribed_topic_names=("t",), classic=classic)
+    value = consumer_records.member_subscription_record("g", member)[1]
+    decoded = consumer_records.decode_value(consumer_records.MEMBER_METADATA, value)
+    assert consumer_records.classic_meta_of(decoded) == classic
+    # shoal before this fix wrote a null ClassicMemberMetadata as the byte 0xff: still read as null
+    old = KAFKA_MEMBER_VALUE[:-1] + b"\xff"
+    assert consumer_records.decode_value(consumer_records.MEMBER_METADATA, old).classic_member_metadata is None

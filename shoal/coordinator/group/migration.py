@@ -6,7 +6,9 @@ Kafka's GroupMetadataManager facts followed here (group.consumer.migration.polic
   "consumer" converts it in place (validateOnlineUpgrade: policy, protocol type, group.consumer.max.size):
   the classic GroupMetadata tombstone, then the consumer group's records (ConsumerGroup.fromClassicGroup:
   group and assignment epochs = the generation, each member Stable at that epoch, keeping the partitions
-  of its classic assignment). Parked JoinGroup/SyncGroup are answered REBALANCE_IN_PROGRESS.
+  of its classic assignment). Parked JoinGroup/SyncGroup are answered REBALANCE_IN_PROGRESS. A member
+  whose assignment carries assignor user data refuses the upgrade (GROUP_ID_NOT_FOUND): the consumer
+  group would lose it.
 - classic members inside a consumer group keep speaking JoinGroup / SyncGroup / Heartbeat / LeaveGroup:
   a JoinGroup runs the member through the consumer group's epoch bump, target assignment and
   reconciliation; SyncGroup answers its assigned partitions in the consumer protocol; Heartbeat answers
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -34,6 +37,7 @@ from shoal.assignors.types import Assignment, TopicPartition
 from shoal.coordinator.group.consumer import records as R
 from shoal.coordinator.group.consumer.group import ConsumerGroup
 from shoal.coordinator.group.consumer.member import ClassicMeta, ConsumerMember, MemberState, Partitions
+from shoal.coordinator.group.consumer.replay import replay_record
 from shoal.coordinator.group.consumer.validation import HeartbeatError
 from shoal.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from shoal.coordinator.group.group import ClassicGroup
@@ -42,6 +46,7 @@ from shoal.coordinator.group.rebalance import heartbeat_timer_key
 from shoal.coordinator.group.records import group_metadata_key, group_metadata_value
 from shoal.coordinator.group.responses import join_response, sync_response
 from shoal.coordinator.group.state import GroupState
+from shoal.coordinator.group.types import Group
 from shoal.coordinator.result import Record, ShardRequest
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.heartbeat_response import HeartbeatResponse
@@ -105,12 +110,20 @@ class GroupMigration:
         for cm in group.members.values():
             try:
                 sub = decode_subscription(cm.metadata(group.protocol_name or ""))
-                assigned = self._by_ids(list(decode_assignment(cm.assignment).partitions))
+                assignment = decode_assignment(cm.assignment)
+                assigned = self._by_ids(list(assignment.partitions))
             except (ValueError, KeyError) as e:
                 log.warning("Cannot upgrade the classic group %s: malformed consumer protocol (%s).",
                             group.group_id, e)
-                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group.group_id} to "
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group.group_id} to "
                                      "consumer group because the embedded consumer protocol is malformed.") from e
+            if assignment.user_data:  # Kafka: "userData from a custom assignor would be lost"
+                log.warning("Cannot upgrade classic group %s to consumer group: userData from a custom assignor "
+                            "would be lost.", group.group_id)
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group.group_id} to "
+                                     "consumer group because an unsupported custom assignor is in use. Please refer "
+                                     "to the documentation or switch to a default assignor before re-attempting the "
+                                     "upgrade.")
             members.append(ConsumerMember(
                 cm.member_id, member_epoch=generation, previous_member_epoch=generation, state=MemberState.STABLE,
                 instance_id=cm.group_instance_id, rack_id=sub.rack_id, rebalance_timeout_ms=cm.rebalance_timeout_ms,
@@ -119,30 +132,40 @@ class GroupMigration:
                 classic=ClassicMeta(cm.session_timeout_ms, tuple((n, bytes(m)) for n, m in cm.protocols))))
         return members
 
-    def upgrade(self, group: ClassicGroup, now_ms: int) -> ConsumerGroup:
-        """Kafka's convertToConsumerGroup: write the conversion and return the consumer group."""
+    def upgrade(self, group: ClassicGroup, now_ms: int, records: list[Record],
+                after: list[Callable[[], None]]) -> ConsumerGroup:
+        """Kafka's convertToConsumerGroup: add the conversion's records to ``records`` (written with the
+        heartbeat that triggered it, so a heartbeat that then fails leaves the classic group as it was,
+        as Kafka's rollback does) and its side effects to ``after``; return the consumer group those
+        records make, for the heartbeat to go on with."""
         gid, generation = group.group_id, group.generation_id
         members = self._from_classic(group)
-        classic = self.shard.classic
-        for cm in group.members.values():
-            classic.release_waiters(cm, E.REBALANCE_IN_PROGRESS)
-            self.shard.timers.cancel(heartbeat_timer_key(gid, cm.member_id))
-        records: list[Record] = list(group.tombstone_records())
-        records += [R.member_subscription_record(gid, m) for m in members]
-        records.append(R.group_epoch_record(gid, generation))
-        records += [R.target_assignment_record(gid, m.member_id, m.assigned) for m in members]
-        records.append(R.target_epoch_record(gid, generation))
-        records += [R.current_assignment_record(gid, m) for m in members]
-        for key, value in records:
-            self.shard.emit(key, value)
-        log.info("[GroupId %s] Converted the classic group (generation %d, %d members) to a consumer group.",
-                 gid, generation, len(members))
-        for m in members:
-            assert m.classic is not None
-            self.shard.consumer.schedule_session(gid, m.member_id, now_ms, m.classic.session_timeout_ms)
-        converted = self.shard.groups[gid]
-        assert isinstance(converted, ConsumerGroup)
-        return converted
+        converted = [R.member_subscription_record(gid, m) for m in members]
+        converted.append(R.group_epoch_record(gid, generation))
+        converted += [R.target_assignment_record(gid, m.member_id, m.assigned) for m in members]
+        converted.append(R.target_epoch_record(gid, generation))
+        converted += [R.current_assignment_record(gid, m) for m in members]
+        records += group.tombstone_records()
+        records += converted
+        scratch: dict[str, Group] = {}
+        for key, value in converted:
+            replay_record(scratch, key, value)
+        classic, consumer = self.shard.classic, self.shard.consumer
+
+        def switch_over() -> None:
+            for cm in group.members.values():
+                classic.release_waiters(cm, E.REBALANCE_IN_PROGRESS)
+                self.shard.timers.cancel(heartbeat_timer_key(gid, cm.member_id))
+            log.info("[GroupId %s] Converted the classic group (generation %d, %d members) to a consumer group.",
+                     gid, generation, len(members))
+            for m in members:
+                assert m.classic is not None
+                consumer.schedule_session(gid, m.member_id, now_ms, m.classic.session_timeout_ms)
+
+        after.insert(0, switch_over)
+        new = scratch[gid]
+        assert isinstance(new, ConsumerGroup)
+        return new
 
     # ================================================================ downgrade
     def should_downgrade(self, group: ConsumerGroup, leaving_id: str) -> bool:

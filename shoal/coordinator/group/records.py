@@ -83,8 +83,6 @@ def group_metadata_tombstone(group: str) -> tuple[bytes, None]:
     return group_metadata_key(group), None
 
 
-# ---------------------------------------------------------------- decoding
-
 # ---------------------------------------------------------------- the KIP-848 and share group records
 def typed_key(record_types: dict, record_type: int, group_id: str, member_id: str | None = None) -> bytes:
     """A modern group record's key: its type (the key version) then the key's fields; ``record_types``
@@ -118,6 +116,7 @@ def typed_decode_value(record_types: dict, record_type: int, value: bytes | memo
     return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])
 
 
+# ---------------------------------------------------------------- decoding
 def key_version(key: bytes | memoryview) -> int:
     return _H.unpack_from(key, 0)[0]
 

@@ -370,7 +370,7 @@ def _dec_ConsumerGroupMemberMetadataValue_v0(buf, pos):
         size, pos = _read_uv(buf, pos)
         tag_end = pos + size
         if tag == 0:
-            if buf[pos] >= 0x80:
+            if buf[pos] == 0 or buf[pos] >= 0x80:
                 f_classic_member_metadata = None
                 pos += 1
             else:
@@ -428,7 +428,7 @@ def _enc_ConsumerGroupMemberMetadataValue_v0(o, out):
         out += _uvb(0)
         tb = bytearray()
         if o.classic_member_metadata is None:
-            tb += b'\xff'
+            tb += b'\x00'
         else:
             tb += b'\x01'
             _enc_ClassicMemberMetadata_v0(o.classic_member_metadata, tb)

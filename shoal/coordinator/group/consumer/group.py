@@ -14,6 +14,7 @@ from uuid import UUID
 from shoal.coordinator.group.consumer.member import ConsumerMember, Partitions
 from shoal.coordinator.group.consumer.records import (
     group_epoch_tombstone,
+    regex_tombstone,
     remove_member_records,
     subscription_metadata_tombstone,
     target_epoch_tombstone,
@@ -54,10 +55,8 @@ class ConsumerGroup:
         self.target: dict[str, Partitions] = {}  # member id -> target assignment
         self.subscription_metadata: dict[str, TopicMeta] = {}  # subscribed topic name -> metadata
         self.partition_epochs: dict[tuple[UUID, int], int] = {}  # owned partition -> its owner's epoch
-        # The members' regexes resolved against the cluster's topics (regex -> topic names). Kafka
-        # 4.1+ persists these as ConsumerGroupRegularExpression records (key version 16); that schema
-        # is not in shoal's set, so they are no records here: the manager recomputes them from the
-        # members' SubscribedTopicRegex at each heartbeat and after a load (`on_loaded`).
+        # The members' regexes resolved against the cluster's topics (regex -> topic names), from
+        # ConsumerGroupRegularExpression records (key version 16) as Kafka 4.1+ keeps them.
         self.resolved_regexes: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------ reads
@@ -239,6 +238,7 @@ class ConsumerGroup:
         records += [r[1] for r in per_member]
         records.append(target_epoch_tombstone(gid))
         records += [r[2] for r in per_member]
+        records += [regex_tombstone(gid, regex) for regex in sorted(self.resolved_regexes)]
         records.append(subscription_metadata_tombstone(gid))
         records.append(group_epoch_tombstone(gid))
         return records

@@ -142,10 +142,9 @@ class ConsumerGroupManager:
             member = self._static_member(group, member_id, req.member_epoch, req.instance_id, owned, joining, step)
         updated = self._updated_member(ctx, req, member)
         check_regex(member.subscribed_topic_regex, updated.subscribed_topic_regex)
-        resolved = self._resolve(group, member, updated)
+        resolved = self._resolve(group, member, updated, step, now_ms)
         group_epoch = self._maybe_bump_epoch(group, member, updated, resolved, step)
         target_epoch, target = self._target(group, group_epoch, member, updated, resolved, step)
-        step.after.append(lambda: self._keep_resolved(group.group_id, resolved))
         final = self._reconcile(group, updated, target_epoch, target, owned, step, now_ms)
         step.after.append(lambda: self._schedule_session(group.group_id, member_id, now_ms))
         response = ConsumerGroupHeartbeatResponse(error_code=0, member_id=final.member_id,
@@ -174,7 +173,7 @@ class ConsumerGroupManager:
             return ConsumerGroup(group_id, NEW_GROUP_EPOCH)
         migration = self.shard.migration
         if create and isinstance(group, ClassicGroup) and migration.can_upgrade(group):
-            return migration.upgrade(group, now_ms)
+            return migration.upgrade(group, now_ms, step.records, step.after)
         raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     @staticmethod
@@ -241,20 +240,25 @@ class ConsumerGroupManager:
             client_host=ctx.client_host)
 
     # ================================================================ regex subscriptions
-    def _resolve(self, group: ConsumerGroup, old: ConsumerMember | None, new: ConsumerMember | None) -> Resolved:
-        """The group's regexes (`old`'s replaced by `new`'s) resolved against the topics as they are.
+    def _resolve(self, group: ConsumerGroup, old: ConsumerMember | None, new: ConsumerMember | None,
+                 step: _Step, now_ms: int) -> Resolved:
+        """The group's regexes (`old`'s replaced by `new`'s) resolved against the topics as they are, and
+        a ConsumerGroupRegularExpression record for each resolution that changed (a tombstone for a
+        regex no member uses any more).
 
         Kafka resolves off the coordinator thread, at most every 10s and when the metadata image has
         new topics, then bumps the epoch in a later write; here the topics are an in-memory view, so
         every heartbeat resolves at once and a topic created, deleted or matched by a new regex
         changes the subscription (and the epoch) in the heartbeat that sees it."""
         regexes = group.subscribed_regexes(old, new)
-        return resolve(regexes, self.topics.names()) if regexes else {}
-
-    def _keep_resolved(self, group_id: str, resolved: Resolved) -> None:
-        group = self.groups.get(group_id)  # the group its records made (a new group is a new object)
-        if isinstance(group, ConsumerGroup):
-            group.resolved_regexes = dict(resolved)
+        resolved = resolve(regexes, self.topics.names()) if regexes else {}
+        gid = group.group_id
+        for regex, topics in sorted(resolved.items()):
+            if group.resolved_regexes.get(regex) != topics:
+                step.records.append(R.regex_record(gid, regex, topics, now_ms))
+        step.records += [R.regex_tombstone(gid, regex) for regex in sorted(group.resolved_regexes)
+                         if regex not in resolved]
+        return resolved
 
     def _maybe_bump_epoch(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
                           resolved: Resolved, step: _Step) -> int:
@@ -351,7 +355,7 @@ class ConsumerGroupManager:
             step.after.append(lambda: self.shard.migration.downgrade(gid, mid, now_ms))
             return
         step.records += R.remove_member_records(gid, member.member_id)
-        resolved = self._resolve(group, member, None)
+        resolved = self._resolve(group, member, None, step, now_ms)
         metadata = subscription_metadata(group.subscribed_topic_names(member, None, resolved), self.topics)
         if metadata != group.subscription_metadata:
             step.records.append(R.subscription_metadata_record(gid, metadata))
@@ -361,7 +365,6 @@ class ConsumerGroupManager:
             # empty group's two epochs are equal.
             step.records.append(R.target_epoch_record(gid, group.group_epoch + 1))
         step.after.append(lambda: self._cancel_timers(gid, member.member_id))
-        step.after.append(lambda: self._keep_resolved(gid, resolved))
 
     def classic_join(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, owned: Partitions,
                      now_ms: int) -> ConsumerMember | HeartbeatError:
@@ -369,7 +372,7 @@ class ConsumerGroupManager:
         heartbeat's, with the partitions its subscription says it owns; its classic session timeout."""
         step = _Step()
         try:
-            resolved = self._resolve(group, member, updated)
+            resolved = self._resolve(group, member, updated, step, now_ms)
             group_epoch = self._maybe_bump_epoch(group, member, updated, resolved, step)
             target_epoch, target = self._target(group, group_epoch, member, updated, resolved, step)
             final = self._reconcile(group, updated, target_epoch, target, [(t, sorted(ps)) for t, ps in owned.items()],
@@ -377,7 +380,6 @@ class ConsumerGroupManager:
         except HeartbeatError as e:
             return e
         gid, mid = group.group_id, final.member_id
-        step.after.append(lambda: self._keep_resolved(gid, resolved))
         timeout = updated.classic.session_timeout_ms if updated.classic is not None else None
         step.after.append(lambda: self.schedule_session(gid, mid, now_ms, timeout))
         self._apply(step)
@@ -446,12 +448,11 @@ class ConsumerGroupManager:
         replay_record(self.groups, key, value)
 
     def on_loaded(self, now_ms: int) -> None:
-        """Re-arm every member's session timer, and the revocation deadline of those revoking; resolve
-        the members' regexes again (no record holds their resolution here, see ConsumerGroup)."""
+        """Re-arm every member's session timer, and the revocation deadline of those revoking. The regexes'
+        resolutions are the loaded records'; the members' next heartbeats resolve them again."""
         for group in list(self.groups.values()):
             if not isinstance(group, ConsumerGroup):
                 continue
-            group.resolved_regexes = self._resolve(group, None, None)
             for m in group.members.values():
                 self.schedule_session(group.group_id, m.member_id, now_ms,
                                       None if m.classic is None else m.classic.session_timeout_ms)

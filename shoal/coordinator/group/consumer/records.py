@@ -4,11 +4,13 @@ Key = int16 key version + key struct; value = int16 value version (0) + value st
 tombstone. Key versions: 3 ConsumerGroupMetadata (group epoch), 4 ConsumerGroupPartitionMetadata
 (subscribed topics' metadata), 5 ConsumerGroupMemberMetadata (a member's subscription),
 6 ConsumerGroupTargetAssignmentMetadata (assignment epoch), 7 ConsumerGroupTargetAssignmentMember,
-8 ConsumerGroupCurrentMemberAssignment.
+8 ConsumerGroupCurrentMemberAssignment, 16 ConsumerGroupRegularExpression (what a regex subscription
+resolved to, Kafka 4.1+).
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from shoal.coordinator.group.consumer.member import ClassicMeta, ConsumerMember, Partitions
@@ -35,6 +37,10 @@ from shoal.protocol.generated.consumer_group_partition_metadata_key import Consu
 from shoal.protocol.generated.consumer_group_partition_metadata_value import (
     ConsumerGroupPartitionMetadataValue,
 )
+from shoal.protocol.generated.consumer_group_regular_expression_key import ConsumerGroupRegularExpressionKey
+from shoal.protocol.generated.consumer_group_regular_expression_value import (
+    ConsumerGroupRegularExpressionValue,
+)
 from shoal.protocol.generated.consumer_group_target_assignment_member_key import (
     ConsumerGroupTargetAssignmentMemberKey,
 )
@@ -48,6 +54,7 @@ from shoal.protocol.generated.consumer_group_target_assignment_metadata_value im
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
+_H = struct.Struct(">h")
 _CMM = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
 _CMM_P = ConsumerGroupMemberMetadataValue.ClassicProtocol
 
@@ -57,7 +64,8 @@ MEMBER_METADATA = 5
 TARGET_ASSIGNMENT_METADATA = 6
 TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
-KEY_VERSIONS = frozenset(range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1))
+REGULAR_EXPRESSION = 16
+KEY_VERSIONS = frozenset([*range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1), REGULAR_EXPRESSION])
 VALUE_VERSION = 0
 
 # key version -> (key class, value class, whether the key names a member)
@@ -70,10 +78,16 @@ RECORD_TYPES: dict[int, tuple[Any, Any, bool]] = {
     TARGET_ASSIGNMENT_MEMBER: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, True),
     CURRENT_MEMBER_ASSIGNMENT: (ConsumerGroupCurrentMemberAssignmentKey,
                                 ConsumerGroupCurrentMemberAssignmentValue, True),
+    REGULAR_EXPRESSION: (ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue, False),
 }
 
 def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
     return typed_key(RECORD_TYPES, version, group_id, member_id)
+
+
+def _regex_key(group_id: str, regex: str) -> bytes:
+    return _H.pack(REGULAR_EXPRESSION) + ConsumerGroupRegularExpressionKey(
+        group_id=group_id, regular_expression=regex).encode(REGULAR_EXPRESSION)
 
 
 def _value(message: Any) -> bytes:
@@ -108,7 +122,7 @@ def member_subscription_record(group_id: str, m: ConsumerMember) -> Record:
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
         rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-        classic_member_metadata=_CMM() if m.classic is None else _CMM(
+        classic_member_metadata=None if m.classic is None else _CMM(
             session_timeout_ms=m.classic.session_timeout_ms,
             supported_protocols=[_CMM_P(name=n, metadata=bytes(md)) for n, md in m.classic.protocols]))
     return _key(MEMBER_METADATA, group_id, m.member_id), _value(value)
@@ -153,6 +167,17 @@ def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
     return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), None
 
 
+def regex_record(group_id: str, regex: str, topics: frozenset[str], now_ms: int) -> Record:
+    """What ``regex`` resolved to. Kafka's Version is its metadata image's offset, which shoal does not
+    have: it resolves at every heartbeat, so 0 here."""
+    value = ConsumerGroupRegularExpressionValue(topics=sorted(topics), version=0, timestamp=now_ms)
+    return _regex_key(group_id, regex), _value(value)
+
+
+def regex_tombstone(group_id: str, regex: str) -> Record:
+    return _regex_key(group_id, regex), None
+
+
 def remove_member_records(group_id: str, member_id: str) -> list[Record]:
     """A member's tombstones, in Kafka's order (current assignment, target assignment, subscription)."""
     return [current_assignment_tombstone(group_id, member_id), target_assignment_tombstone(group_id, member_id),
@@ -161,7 +186,11 @@ def remove_member_records(group_id: str, member_id: str) -> list[Record]:
 
 # ---------------------------------------------------------------- decoding
 def decode_key(key: bytes | memoryview) -> tuple[int, str, str | None]:
-    """(key version, group id, member id or None) of a consumer group record key."""
+    """(key version, group id, member id or None) of a consumer group record key; for a regex record
+    the regex stands where a member id would."""
+    if _H.unpack_from(key, 0)[0] == REGULAR_EXPRESSION:
+        k = ConsumerGroupRegularExpressionKey.decode(memoryview(key)[2:], REGULAR_EXPRESSION)
+        return REGULAR_EXPRESSION, k.group_id, k.regular_expression
     return typed_decode_key(RECORD_TYPES, key)
 
 

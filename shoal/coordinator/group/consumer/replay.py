@@ -1,4 +1,5 @@
-"""Applying consumer group records to state (Kafka's GroupMetadataManager.replay for key versions 3-8).
+"""Applying consumer group records to state (Kafka's GroupMetadataManager.replay for key versions 3-8
+and 16).
 
 The one path that changes a ConsumerGroup, live (every emitted record) and on load.
 """
@@ -68,6 +69,11 @@ def replay_record(groups: dict[str, Group], key: bytes, value: bytes | None) -> 
             group.target[member_id or ""] = as_partitions(R.pairs_of(v.topic_partitions))
     elif version == R.CURRENT_MEMBER_ASSIGNMENT:
         _current_assignment(group, member_id or "", v)
+    elif version == R.REGULAR_EXPRESSION:  # the key's second field is the regex
+        if v is None:
+            group.resolved_regexes.pop(member_id or "", None)
+        else:
+            group.resolved_regexes[member_id or ""] = frozenset(v.topics)
 
 
 def _group_epoch(groups: dict[str, Group], group: ConsumerGroup, v: Any) -> None:
