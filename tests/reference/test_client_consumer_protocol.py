@@ -345,3 +345,80 @@ def test_a_groups_own_heartbeat_interval_reaches_its_members(either_broker):
         assert c._core.coordinator.heartbeat_interval_ms == 6000
     finally:
         c.close()
+
+
+def test_a_classic_group_of_shoal_clients_is_upgraded_online_and_back(either_broker):
+    # Two members on the classic protocol (shoal's default, cooperative-sticky), then one on the consumer
+    # protocol: the group becomes a consumer group with the classic members in it, and classic again when
+    # that member leaves; each partition has one owner at a time and no record is consumed twice.
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+    def group_type() -> str:
+        admin = ConfluentAdmin({"bootstrap.servers": bs})
+        return str(admin.describe_consumer_groups([group], request_timeout=10)[group].result(15).type.name)
+
+    bs, topic, group = either_broker.bootstrap_servers, unique("kip848-up"), unique("g848up")
+    make_topic(bs, topic, 6)
+    expected = produce(bs, topic, 6, 5, "first")
+    log = Log()
+    strategy = {"partition_assignment_strategy": "cooperative-sticky", "auto_offset_reset": "earliest"}
+    classic = [Consumer(bootstrap_servers=bs, group_id=group, **strategy) for _ in range(2)]
+    consumers = list(classic)
+    try:
+        for c in classic:
+            c.subscribe([topic])
+        poll_until(consumers, log, lambda: exact_cover(consumers, topic, 6, {3}) and expected <= log.values,
+                   "two classic members with 3 partitions each")
+        types = [group_type()]
+        newcomer = member(bs, group)
+        consumers.append(newcomer)
+        newcomer.subscribe([topic])
+        poll_until(consumers, log, lambda: exact_cover(consumers, topic, 6, {2}), "three members, two each")
+        types.append(group_type())
+        expected |= produce(bs, topic, 6, 5, "mixed")
+        poll_until(consumers, log, lambda: expected <= log.values, "the records of the mixed group")
+        newcomer.close()
+        consumers.remove(newcomer)
+        poll_until(consumers, log, lambda: exact_cover(consumers, topic, 6, {3}) and group_type() == "CLASSIC",
+                   "the classic members again, in a classic group")
+        types.append(group_type())
+        expected |= produce(bs, topic, 6, 5, "after")
+        poll_until(consumers, log, lambda: expected <= log.values, "the records after the downgrade")
+        assert types == ["CLASSIC", "CONSUMER", "CLASSIC"], types
+        assert log.duplicates() == [], "records consumed twice"
+        assert log.values == expected
+    finally:
+        close_all(consumers)
+
+
+def test_members_carry_on_when_the_coordinator_node_stops(shoal_three_nodes):
+    # shoal on three nodes: the node coordinating the group stops; the members find the new coordinator,
+    # keep their partitions' records flowing and resume from their commits. (Kafka fail-over runs in
+    # test_consumer_protocol_clients.py for the Java and franz-go clients.)
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+    bs, topic, group = shoal_three_nodes.bootstrap_servers, unique("kip848-fo"), unique("g848fo")
+    with AdminClient(bootstrap_servers=bs) as shoal_admin:  # three replicas: every partition outlives a node
+        assert all(e is None for e in shoal_admin.create_topics([NewTopic(topic, 6, 3)]).values())
+    expected = produce(bs, topic, 6, 5, "before")
+    log = Log()
+    consumers = [member(bs, group, auto_commit_interval_ms=200) for _ in range(2)]
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        poll_until(consumers, log, lambda: exact_cover(consumers, topic, 6, {3}) and expected <= log.values,
+                   "two members with 3 partitions each")
+        for c in consumers:
+            c.commit_sync()
+        admin = ConfluentAdmin({"bootstrap.servers": bs})
+        node = admin.describe_consumer_groups([group], request_timeout=10)[group].result(15).coordinator.id
+        shoal_three_nodes.stop_node(node)
+        try:
+            expected |= produce(bs, topic, 6, 5, "during")
+            poll_until(consumers, log, lambda: expected <= log.values and exact_cover(consumers, topic, 6, {3}),
+                       "the records produced while the coordinator node is down")
+        finally:
+            shoal_three_nodes.start_node(node)
+        assert log.duplicates() == [], "records consumed twice"
+    finally:
+        close_all(consumers)
