@@ -129,6 +129,7 @@ class EpochMember(MemberBase):
         self.member_id = new_member_id()
         self.member_epoch = JOIN_EPOCH
         self.next_heartbeat_ms = 0
+        self.heartbeat_interval_ms = 0  # the last interval the coordinator asked for (its group config's)
         self.failures = 0
         self.heartbeats_sent = 0
         self.sent = SentFields()
@@ -160,6 +161,7 @@ class EpochMember(MemberBase):
             log.info("%s %s: member %s joined with epoch %d", self.kind, self.group_id, self.member_id,
                      resp.member_epoch)
         self.member_epoch = resp.member_epoch
+        self.heartbeat_interval_ms = resp.heartbeat_interval_ms
         self.next_heartbeat_ms = now_ms() + max(resp.heartbeat_interval_ms, 0)
 
     def on_heartbeat_error(self, code: int, message: str | None) -> None:
