@@ -84,11 +84,12 @@ def group_metadata_tombstone(group: str) -> tuple[bytes, None]:
 
 
 # ---------------------------------------------------------------- the KIP-848 and share group records
-def typed_key(record_types: dict, record_type: int, group_id: str, member_id: str | None = None) -> bytes:
+def typed_key(record_types: dict, record_type: int, group_id: str, second: str | None = None) -> bytes:
     """A modern group record's key: its type (the key version) then the key's fields; ``record_types``
-    maps a type to (key class, value class, whether the key names a member)."""
-    cls, _, with_member = record_types[record_type]
-    key = cls(group_id=group_id, member_id=member_id) if with_member else cls(group_id=group_id)
+    maps a type to (key class, value class, the name of the key's field after the group id, if any:
+    ``member_id``, or ``regular_expression`` for a consumer group's regex record)."""
+    cls, _, field = record_types[record_type]
+    key = cls(group_id=group_id, **({field: second} if field else {}))
     return _H.pack(record_type) + key.encode(record_type)
 
 
@@ -103,11 +104,11 @@ def sorted_pairs(partitions: Mapping[Any, Iterable[int]]) -> list[tuple[Any, lis
 
 
 def typed_decode_key(record_types: dict, key: bytes | memoryview) -> tuple[int, str, str | None]:
-    """(record type, group id, member id or None) of a modern group record's key."""
+    """(record type, group id, the key's second field or None) of a modern group record's key."""
     record_type = _H.unpack_from(key, 0)[0]
-    cls, _, with_member = record_types[record_type]
+    cls, _, field = record_types[record_type]
     k = cls.decode(memoryview(key)[2:], record_type)
-    return record_type, k.group_id, (k.member_id if with_member else None)
+    return record_type, k.group_id, (getattr(k, field) if field else None)
 
 
 def typed_decode_value(record_types: dict, record_type: int, value: bytes | memoryview) -> Any:

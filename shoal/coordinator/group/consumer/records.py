@@ -10,7 +10,6 @@ resolved to, Kafka 4.1+).
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from shoal.coordinator.group.consumer.member import ClassicMeta, ConsumerMember, Partitions
@@ -54,7 +53,6 @@ from shoal.protocol.generated.consumer_group_target_assignment_metadata_value im
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
-_H = struct.Struct(">h")
 _CMM = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
 _CMM_P = ConsumerGroupMemberMetadataValue.ClassicProtocol
 
@@ -68,26 +66,23 @@ REGULAR_EXPRESSION = 16
 KEY_VERSIONS = frozenset([*range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1), REGULAR_EXPRESSION])
 VALUE_VERSION = 0
 
-# key version -> (key class, value class, whether the key names a member)
-RECORD_TYPES: dict[int, tuple[Any, Any, bool]] = {
-    GROUP_METADATA: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, False),
-    PARTITION_METADATA: (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue, False),
-    MEMBER_METADATA: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, True),
+# key version -> (key class, value class, the key's field after the group id, if any)
+RECORD_TYPES: dict[int, tuple[Any, Any, str | None]] = {
+    GROUP_METADATA: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, None),
+    PARTITION_METADATA: (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue, None),
+    MEMBER_METADATA: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, "member_id"),
     TARGET_ASSIGNMENT_METADATA: (ConsumerGroupTargetAssignmentMetadataKey,
-                                 ConsumerGroupTargetAssignmentMetadataValue, False),
-    TARGET_ASSIGNMENT_MEMBER: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, True),
+                                 ConsumerGroupTargetAssignmentMetadataValue, None),
+    TARGET_ASSIGNMENT_MEMBER: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue,
+                               "member_id"),
     CURRENT_MEMBER_ASSIGNMENT: (ConsumerGroupCurrentMemberAssignmentKey,
-                                ConsumerGroupCurrentMemberAssignmentValue, True),
-    REGULAR_EXPRESSION: (ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue, False),
+                                ConsumerGroupCurrentMemberAssignmentValue, "member_id"),
+    REGULAR_EXPRESSION: (ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue,
+                         "regular_expression"),
 }
 
-def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
-    return typed_key(RECORD_TYPES, version, group_id, member_id)
-
-
-def _regex_key(group_id: str, regex: str) -> bytes:
-    return _H.pack(REGULAR_EXPRESSION) + ConsumerGroupRegularExpressionKey(
-        group_id=group_id, regular_expression=regex).encode(REGULAR_EXPRESSION)
+def _key(version: int, group_id: str, second: str | None = None) -> bytes:
+    return typed_key(RECORD_TYPES, version, group_id, second)
 
 
 def _value(message: Any) -> bytes:
@@ -171,11 +166,11 @@ def regex_record(group_id: str, regex: str, topics: frozenset[str], now_ms: int)
     """What ``regex`` resolved to. Kafka's Version is its metadata image's offset, which shoal does not
     have: it resolves at every heartbeat, so 0 here."""
     value = ConsumerGroupRegularExpressionValue(topics=sorted(topics), version=0, timestamp=now_ms)
-    return _regex_key(group_id, regex), _value(value)
+    return _key(REGULAR_EXPRESSION, group_id, regex), _value(value)
 
 
 def regex_tombstone(group_id: str, regex: str) -> Record:
-    return _regex_key(group_id, regex), None
+    return _key(REGULAR_EXPRESSION, group_id, regex), None
 
 
 def remove_member_records(group_id: str, member_id: str) -> list[Record]:
@@ -188,9 +183,6 @@ def remove_member_records(group_id: str, member_id: str) -> list[Record]:
 def decode_key(key: bytes | memoryview) -> tuple[int, str, str | None]:
     """(key version, group id, member id or None) of a consumer group record key; for a regex record
     the regex stands where a member id would."""
-    if _H.unpack_from(key, 0)[0] == REGULAR_EXPRESSION:
-        k = ConsumerGroupRegularExpressionKey.decode(memoryview(key)[2:], REGULAR_EXPRESSION)
-        return REGULAR_EXPRESSION, k.group_id, k.regular_expression
     return typed_decode_key(RECORD_TYPES, key)
 
 

@@ -64,19 +64,19 @@ STATE_PARTITION_METADATA = 15
 KEY_VERSIONS = frozenset(range(MEMBER_METADATA, STATE_PARTITION_METADATA + 1))
 VALUE_VERSION = 0
 
-# key version -> (key class, value class, whether the key names a member)
-RECORD_TYPES: dict[int, tuple[Any, Any, bool]] = {
-    MEMBER_METADATA: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, True),
-    GROUP_METADATA: (ShareGroupMetadataKey, ShareGroupMetadataValue, False),
+# key version -> (key class, value class, the key's field after the group id, if any)
+RECORD_TYPES: dict[int, tuple[Any, Any, str | None]] = {
+    MEMBER_METADATA: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, "member_id"),
+    GROUP_METADATA: (ShareGroupMetadataKey, ShareGroupMetadataValue, None),
     TARGET_ASSIGNMENT_METADATA: (ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue,
-                                 False),
-    TARGET_ASSIGNMENT_MEMBER: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, True),
-    CURRENT_MEMBER_ASSIGNMENT: (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, True),
-    STATE_PARTITION_METADATA: (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, False),
+                                 None),
+    TARGET_ASSIGNMENT_MEMBER: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, "member_id"),
+    CURRENT_MEMBER_ASSIGNMENT: (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, "member_id"),
+    STATE_PARTITION_METADATA: (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, None),
 }
 
-def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
-    return typed_key(RECORD_TYPES, version, group_id, member_id)
+def _key(version: int, group_id: str, second: str | None = None) -> bytes:
+    return typed_key(RECORD_TYPES, version, group_id, second)
 
 
 def _value(message: Any) -> bytes:
