@@ -12,8 +12,9 @@ cause; it is never skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,20 @@ def either_broker(request: pytest.FixtureRequest) -> Reference:
         return Reference("shoal", proc.bootstrap_servers, "shoal", proc)
     cluster = request.getfixturevalue("kafka_broker")
     return Reference("kafka", cluster.bootstrap_servers, cluster.version, cluster)
+
+
+@pytest.fixture
+def shoal_brokers(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    """Start ``shoal serve`` processes of a test's own (``shoal_brokers(nodes=3, overrides={...})``, with
+    COMMON_PROPERTIES); all stopped after it."""
+    started: list[BrokerProcess] = []
+
+    def make(nodes: int = 1, overrides: dict[str, str] | None = None) -> BrokerProcess:
+        proc = BrokerProcess(tmp_path / f"shoal{len(started)}" / "data", nodes,
+                             {**COMMON_PROPERTIES, **(overrides or {})})
+        started.append(proc)
+        return proc.start()
+
+    yield make
+    for proc in started:
+        proc.stop()

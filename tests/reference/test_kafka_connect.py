@@ -16,17 +16,14 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from shoal.testing.process import BrokerProcess
 from tests.reference import maven
 from tests.reference.apache_kafka import _die_with_parent
 from tests.reference.consumer_protocol_helpers import wait_until
-from tests.reference.fixtures import COMMON_PROPERTIES
 
 pytestmark = [pytest.mark.reference, pytest.mark.timeout(300)]
 
@@ -38,16 +35,6 @@ def connect_lib() -> Path:
     return maven.resolve("connect-4.3.1", [("org.apache.kafka", "connect-runtime", "4.3.1"),
                                            ("org.apache.kafka", "connect-file", "4.3.1"),
                                            ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5")])
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data", 1, COMMON_PROPERTIES)
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 def free_port() -> int:
@@ -113,9 +100,9 @@ def append(path: Path, lines: list[str]) -> None:
         f.writelines(line + "\n" for line in lines)
 
 
-def test_file_source_to_topic_to_file_sink_through_a_worker_restart(broker: BrokerProcess, connect_lib: Path,
+def test_file_source_to_topic_to_file_sink_through_a_worker_restart(shoal_brokers: Any, connect_lib: Path,
                                                                       tmp_path: Path) -> None:
-    bs = broker.bootstrap_servers
+    bs = shoal_brokers().bootstrap_servers
     source, sink = tmp_path / "source.txt", tmp_path / "sink.txt"
     source.write_text("")
     lines = [f"line {i:05d} of the source" for i in range(LINES)]

@@ -14,17 +14,14 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from shoal.testing.process import BrokerProcess
 from tests.reference import maven
 from tests.reference.apache_kafka import _die_with_parent
 from tests.reference.consumer_protocol_helpers import CLIENTS_DIR, create_topic, wait_until
-from tests.reference.fixtures import COMMON_PROPERTIES
 
 pytestmark = [pytest.mark.reference, pytest.mark.timeout(300)]
 
@@ -87,16 +84,6 @@ class App:
                 self.kill()
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data", 1, COMMON_PROPERTIES)
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
 def produce(bs: str, lines: list[str], pause: float = 0.0) -> None:
     """The lines, in order; ``pause`` seconds after each (records that keep arriving)."""
     from confluent_kafka import Producer
@@ -130,9 +117,9 @@ class Output:
         return {w: c[-1] for w, c in self.counts.items()}
 
 
-def test_word_count_is_exactly_right_through_a_kill(broker: BrokerProcess, word_count: tuple[Path, Path],
+def test_word_count_is_exactly_right_through_a_kill(shoal_brokers: Any, word_count: tuple[Path, Path],
                                                     tmp_path: Path) -> None:
-    bs = broker.bootstrap_servers
+    bs = shoal_brokers().bootstrap_servers
     create_topic(bs, "lines", 3)
     create_topic(bs, "counts", 3)
     rng = random.Random(17)

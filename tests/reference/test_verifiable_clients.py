@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 
-from shoal.testing.process import BrokerProcess
 from tests.reference.apache_kafka import _die_with_parent, fetch
 from tests.reference.consumer_protocol_helpers import create_topic, wait_until
 
@@ -101,20 +100,6 @@ def tools(kafka_lib: Path, tmp_path: Path) -> Iterator[Any]:
         tool.stop(signal.SIGKILL, 10)
 
 
-@pytest.fixture
-def shoal_factory(tmp_path: Path) -> Iterator[Any]:
-    started: list[BrokerProcess] = []
-
-    def make(nodes: int, overrides: dict[str, str] | None = None) -> BrokerProcess:
-        proc = BrokerProcess(tmp_path / f"shoal{len(started)}" / "data", nodes, overrides)
-        started.append(proc)
-        return proc.start()
-
-    yield make
-    for proc in started:
-        proc.stop()
-
-
 def producer(tools: Any, bs: str, topic: str, max_messages: int, throughput: int) -> Tool:
     return tools("VerifiableProducer", "--bootstrap-server", bs, "--topic", topic, "--acks", "-1",
                  "--max-messages", str(max_messages), "--throughput", str(throughput))
@@ -179,8 +164,8 @@ def unique(name: str) -> str:
 
 # ---------------------------------------------------------------------------------------- 1
 @pytest.mark.parametrize("nodes", [1, 3], ids=["1node", "3nodes"])
-def test_clean_run(shoal_factory: Any, tools: Any, nodes: int) -> None:
-    broker = shoal_factory(nodes)
+def test_clean_run(shoal_brokers: Any, tools: Any, nodes: int) -> None:
+    broker = shoal_brokers(nodes)
     bs, topic = broker.bootstrap_servers, unique("verifiable")
     create_topic(bs, topic, PARTS, nodes)
     p = producer(tools, bs, topic, 3000, 3000)
@@ -199,8 +184,8 @@ def test_clean_run(shoal_factory: Any, tools: Any, nodes: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------- 2
-def test_acks_all_survive_node_bounces_and_kill9(shoal_factory: Any, tools: Any) -> None:
-    broker = shoal_factory(3, {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"})
+def test_acks_all_survive_node_bounces_and_kill9(shoal_brokers: Any, tools: Any) -> None:
+    broker = shoal_brokers(3, {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"})
     bs, topic = broker.bootstrap_servers, unique("verifiable-bounce")
     create_topic(bs, topic, PARTS, 3)
     p = producer(tools, bs, topic, -1, 500)
@@ -230,9 +215,9 @@ def test_acks_all_survive_node_bounces_and_kill9(shoal_factory: Any, tools: Any)
 
 # ---------------------------------------------------------------------------------------- 3
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_group_covers_every_partition_under_member_bounces(shoal_factory: Any, tools: Any,
+def test_group_covers_every_partition_under_member_bounces(shoal_brokers: Any, tools: Any,
                                                            protocol: str) -> None:
-    broker = shoal_factory(3, {"group.consumer.session.timeout.ms": "6000",
+    broker = shoal_brokers(3, {"group.consumer.session.timeout.ms": "6000",
                                "group.consumer.min.session.timeout.ms": "6000"})
     bs, topic, group = broker.bootstrap_servers, unique("verifiable-group"), unique("g")
     create_topic(bs, topic, PARTS, 3)
