@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import struct
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.groups import KafkaTarget, ShoalProtoTarget, _prepare  # noqa: E402
+from bench.groups import KafkaTarget, ShoalProtoTarget, _fmt, _prepare  # noqa: E402
 from shoal.assignors.consumer_protocol import decode_assignment, encode_assignment, encode_subscription  # noqa: E402
 from shoal.assignors.types import Assignment, Subscription, TopicPartition  # noqa: E402
 from shoal.protocol.framing import decode_response_header, encode_request, response_header_version  # noqa: E402
@@ -269,14 +268,6 @@ async def trial(bootstrap: str, make: Callable[[str, int, str], Member], n: int,
     for t in tasks:
         t.cancel()
     return first, join, leave
-
-
-def _fmt(values: list[float | None]) -> str:
-    done = [v for v in values if v is not None]
-    if not done:
-        return "timed out"
-    missed = len(values) - len(done)
-    return f"{statistics.median(done) * 1000:,.0f} ms" + (f" ({missed} timed out)" if missed else "")
 
 
 def main(argv: list[str] | None = None) -> int:
