@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the tests need (venv, pip packages, kcat, Burrow and a ZooKeeper for it, Apache
-# Kafka's jars from Maven Central) and run them.
+# Kafka's jars from Maven Central, the Go and JS client drivers) and run them.
 # Usage: bash scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,12 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test,spark]'
 
+# The Go and JavaScript clients' drivers (tests/interop/test_go_js_clients.py), built once per machine into
+# ~/.cache/shoal: @confluentinc/kafka-javascript compiles its librdkafka (minutes), so in the background
+# while the installs below run. A failed build is reported again, with its cause, by the tests.
+.venv/bin/python -c "from tests.interop.test_go_js_clients import prebuild; prebuild()" &
+drivers=$!
+
 # Apache Kafka, the reference broker, from Maven Central into ~/.cache/shoal/kafka (once per machine).
 # A machine that cannot reach Maven Central fails here, naming what it could not fetch.
 .venv/bin/python scripts/kafka.py fetch --line 4
@@ -35,6 +41,8 @@ fi
 .venv-spark-kafka/bin/python -m pip install -q "pyspark==4.2.0" "pyarrow>=18" "numpy>=1.26" "pandas>=2.2,<3" \
     "confluent-kafka>=2.5"
 
+wait "$drivers" || echo "building the Go/JS client drivers failed; tests/interop/test_go_js_clients.py will say why"
+
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"

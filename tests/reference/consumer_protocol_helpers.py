@@ -13,11 +13,7 @@ Every child dies with the test process (PR_SET_PDEATHSIG), and every wait is bou
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -26,9 +22,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from tests.builds import build_go, die_with_parent
+
 CLIENTS_DIR = Path(__file__).parent / "clients"
-GO = os.environ.get("SHOAL_GO", "/usr/local/go/bin/go")
-GO_CACHE = Path(os.environ.get("SHOAL_GO_CACHE", Path.home() / ".cache" / "shoal" / "go"))
 
 # Fast group timers, the same on both brokers (Kafka's bounds allow them once the minimums are lowered).
 FAST_GROUPS = {
@@ -37,13 +33,6 @@ FAST_GROUPS = {
     "group.consumer.session.timeout.ms": "10000",
     "group.consumer.min.session.timeout.ms": "6000",
 }
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 # ------------------------------------------------------------------ building the drivers
@@ -59,23 +48,7 @@ def compile_java(lib: Path, out: Path) -> Path:
 
 def build_franzgo() -> Path:
     """``go build`` the franz-go member once (cached by a hash of its sources); the binary's path."""
-    src = CLIENTS_DIR / "franzgo"
-    digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "main.go"):
-        digest.update((src / name).read_bytes())
-    binary = GO_CACHE / "bin" / f"franzgo-member-{digest.hexdigest()[:16]}"
-    if binary.exists():
-        return binary
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GOPATH": str(GO_CACHE), "GOMODCACHE": str(GO_CACHE / "mod"),
-           "GOFLAGS": "-modcacherw -mod=readonly", "CGO_ENABLED": "0"}
-    tmp = binary.with_suffix(f".tmp{os.getpid()}")
-    run = subprocess.run([GO, "build", "-o", str(tmp), "."], cwd=src, env=env, capture_output=True, text=True,
-                         timeout=300)
-    if run.returncode != 0:
-        raise RuntimeError(f"go build of the franz-go member failed: {run.stderr[-3000:]}")
-    tmp.replace(binary)
-    return binary
+    return build_go(CLIENTS_DIR / "franzgo", "franzgo-member")
 
 
 class Drivers:
@@ -115,7 +88,7 @@ class Member:
         self.log_path = log_dir / f"{name}.stderr"
         with open(self.log_path, "ab") as err:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=die_with_parent)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
