@@ -126,6 +126,11 @@ def either_broker(request: pytest.FixtureRequest) -> Reference:
     return Reference(request.param, proc.bootstrap_servers, "shoal", proc)
 
 
+# Tests where the node layout does not change what is checked run on one shoal node and Kafka only (CI
+# time); sharing partitions, static members and the online upgrade keep the 3-node column.
+ONE_NODE = pytest.mark.parametrize("either_broker", ["shoal", "kafka"], indirect=True)
+
+
 def test_members_share_partitions_exactly_and_consume_every_record_once(either_broker):
     bs, topic, group = either_broker.bootstrap_servers, unique("kip848"), unique("g848")
     make_topic(bs, topic, 6)
@@ -185,6 +190,7 @@ def test_static_member_restarting_gets_its_partitions_back(either_broker):
         close_all(consumers)
 
 
+@ONE_NODE
 def test_committed_offsets_are_resumed_by_the_next_member(either_broker):
     bs, topic, group = either_broker.bootstrap_servers, unique("kip848-commit"), unique("g848c")
     make_topic(bs, topic, 2)
@@ -213,6 +219,7 @@ def test_committed_offsets_are_resumed_by_the_next_member(either_broker):
         c2.close()
 
 
+@ONE_NODE
 def test_pattern_subscription_takes_in_a_topic_created_later(either_broker):
     bs, prefix, group = either_broker.bootstrap_servers, unique("kip848re"), unique("g848r")
     early, late = f"{prefix}-early", f"{prefix}-late"
@@ -247,6 +254,7 @@ class Recorder:
         self.calls.append(("lost", sorted(lost)))
 
 
+@ONE_NODE
 def test_a_fenced_member_loses_its_partitions_and_rejoins(either_broker):
     bs, topic, group = either_broker.bootstrap_servers, unique("kip848-fence"), unique("g848f")
     make_topic(bs, topic, 2)
@@ -277,6 +285,7 @@ async def _set_epoch(membership: Any, epoch: int) -> None:
     membership._wakeup.set()
 
 
+@ONE_NODE
 def test_the_asyncio_consumer_joins_consumes_commits_and_leaves(either_broker):
     bs, topic, group = either_broker.bootstrap_servers, unique("kip848-aio"), unique("g848a")
     make_topic(bs, topic, 3)
@@ -303,6 +312,7 @@ def test_the_asyncio_consumer_joins_consumes_commits_and_leaves(either_broker):
     assert listener.calls == [("assigned", everything), ("revoked", everything)]
 
 
+@ONE_NODE
 def test_a_member_that_stops_polling_leaves_then_loses_and_rejoins(either_broker):
     bs, topic, group = either_broker.bootstrap_servers, unique("kip848-poll"), unique("g848p")
     make_topic(bs, topic, 2)
@@ -322,6 +332,7 @@ def test_a_member_that_stops_polling_leaves_then_loses_and_rejoins(either_broker
     assert listener.calls[:3] == [("assigned", everything), ("lost", everything), ("assigned", everything)]
 
 
+@ONE_NODE
 def test_a_groups_own_heartbeat_interval_reaches_its_members(either_broker):
     # consumer.heartbeat.interval.ms set on the group (IncrementalAlterConfigs, resource type GROUP)
     # overrides the broker's group.consumer.heartbeat.interval.ms in the heartbeat answers.
