@@ -16,6 +16,20 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def hash_map_order(keys: list, hashes: list[int], initial_capacity: int) -> list:
+    """``keys`` (distinct, in insertion order, with their 32-bit Java hash codes) in the order a
+    java.util.HashMap created with ``initial_capacity`` iterates them: by bucket (the spread hash
+    masked by the table size, which doubles past 3/4 full), then by insertion within a bucket."""
+    cap = 1
+    while cap < max(1, initial_capacity):
+        cap *= 2
+    for size in range(1, len(keys) + 1):
+        if size > int(cap * 0.75):
+            cap *= 2
+    buckets = [(h ^ (h >> 16)) & (cap - 1) for h in hashes]
+    return [k for _, _, k in sorted(zip(buckets, range(len(keys)), keys, strict=True))]
+
+
 def java_utils_abs(n: int) -> int:
     """Kafka's Utils.abs: like Math.abs but Integer.MIN_VALUE maps to 0."""
     return 0 if n == -(2**31) else abs(n)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from shoal.clock import now_ms
+from shoal.coordinator.loader import latest_records
 from shoal.coordinator.partitioning import partition_for
 from shoal.coordinator.result import CoordinatorResult, ShardRequest
 from shoal.coordinator.shard import CoordinatorShard
@@ -81,8 +82,9 @@ class CoordinatorRuntime(Generic[ShardT]):
         raise NotImplementedError
 
     def read_log(self, plog: Any) -> Any:
-        """Runs in a worker thread: what `shard.replay_loaded` takes."""
-        raise NotImplementedError
+        """Runs in a worker thread: what `shard.replay_loaded` takes (by default the latest value of
+        each key of the compacted topic)."""
+        return latest_records(plog)
 
     def error_response(self, api_key: ApiKey, api_version: int, request: Any, error: ErrorCode) -> Any:
         raise NotImplementedError

@@ -17,7 +17,7 @@ from __future__ import annotations
 import socket
 from decimal import Decimal
 
-from shoal.coordinator.partitioning import java_string_hash
+from shoal.coordinator.partitioning import hash_map_order, java_string_hash
 from shoal.protocol.generated.alter_client_quotas_request import AlterClientQuotasRequest as A
 from shoal.protocol.generated.describe_client_quotas_request import DescribeClientQuotasRequest
 from shoal.tools.wire import ToolClient, ToolError, check_error
@@ -34,19 +34,6 @@ EXACT, DEFAULT, ANY = 0, 1, 2  # DescribeClientQuotas match types
 def java_hash(s: str | None) -> int:
     """Java's String.hashCode as an unsigned 32-bit number (Objects.hashCode: 0 for null)."""
     return 0 if s is None else java_string_hash(s) & 0xFFFFFFFF
-
-
-def hash_map_order(keys: list, hashes: list[int], initial_capacity: int) -> list:
-    """``keys`` (distinct, in insertion order, with their 32-bit Java hash codes) in the order a
-    java.util.HashMap created with ``initial_capacity`` iterates them."""
-    cap = 1
-    while cap < max(1, initial_capacity):
-        cap *= 2
-    for size in range(1, len(keys) + 1):
-        if size > int(cap * 0.75):
-            cap *= 2
-    buckets = [(h ^ (h >> 16)) & (cap - 1) for h in hashes]
-    return [k for _, _, k in sorted(zip(buckets, range(len(keys)), keys, strict=True))]
 
 
 def java_set_order(names: list[str]) -> list[str]:

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shoal.broker.group_configs import broker_values, default_value, duration_ms
-from shoal.broker.share.partition import SharePartition, StateBatch
+from shoal.broker.share.partition import SharePartition
 from shoal.broker.share.records_state import merge_acquired
 from shoal.broker.share.sessions import ShareSession, ShareSessionCache
 from shoal.clock import now_ms
 from shoal.coordinator.share.state import ShareState
-from shoal.coordinator.share.state import StateBatch as StoredBatch
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batches
 
@@ -114,7 +113,7 @@ class SharePartitions:
                 start = max(state.start_offset, plog.log_start_offset)
                 sp = SharePartition(start, delivery_count_limit=limit, max_in_flight=max_in_flight,
                                     record_lock_duration_ms=lock_ms,
-                                    state_batches=[StateBatch(*b) for b in state.state_batches if b.last_offset >= start])
+                                    state_batches=[b for b in state.state_batches if b.last_offset >= start])
             else:
                 sp = SharePartition(self._start_offset(group_id, topic, index), delivery_count_limit=limit,
                                     max_in_flight=max_in_flight, record_lock_duration_ms=lock_ms)
@@ -138,8 +137,7 @@ class SharePartitions:
         return ShareState(state_epoch=self._state_epochs.get(key, 0),
                           leader_epoch=self.broker.metadata.leader_epoch(topic, index),
                           start_offset=sp.start_offset,
-                          state_batches=[StoredBatch(b.first_offset, b.last_offset, int(b.delivery_state),
-                                                     b.delivery_count) for b in sp.state_batches()])
+                          state_batches=sp.state_batches())
 
     async def persist(self, key: ShareKey) -> ErrorCode:
         """Write the partition's current state to the share coordinator (when it changed since the

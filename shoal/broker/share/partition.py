@@ -35,7 +35,6 @@ from shoal.broker.share.records_state import (
     InFlightRange,
     RecordState,
     Run,
-    StateBatch,
     ack_segments,
     checked_ranges,
     coalesce,
@@ -45,6 +44,7 @@ from shoal.broker.share.records_state import (
     overlaps,
     rewrite,
 )
+from shoal.coordinator.share.state import StateBatch  # one persisted range of records (ShareSnapshotValue)
 from shoal.protocol.errors import ErrorCode
 
 # The vocabulary is re-exported so callers can import everything from here.

@@ -55,16 +55,6 @@ class AcquiredRange:
 
 
 @dataclass(frozen=True, slots=True)
-class StateBatch:
-    """One persisted range of records: Kafka's ``ShareSnapshotValue`` state batch."""
-
-    first_offset: int
-    last_offset: int
-    delivery_state: int
-    delivery_count: int
-
-
-@dataclass(frozen=True, slots=True)
 class AcknowledgementBatch:
     """An acknowledgement as the request carries it.
 

@@ -70,25 +70,26 @@ class GroupConfig:
     # group id -> {"consumer.session.timeout.ms": ..., ...}; the broker keeps it up to date.
     group_overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
+    def _per_group(self, group_id: str, name: str, default: int) -> int:
+        """A group's own value of the dynamic group config `name`, else the broker's `default`."""
+        value = self.group_overrides.get(group_id, {}).get(name)
+        return default if value is None else int(value)
+
     def consumer_session_timeout_ms(self, group_id: str) -> int:
-        """The session timeout of a consumer group's members: the group's own, else the broker's."""
-        value = self.group_overrides.get(group_id, {}).get("consumer.session.timeout.ms")
-        return self.group_consumer_session_timeout_ms if value is None else int(value)
+        """The session timeout of a consumer group's members."""
+        return self._per_group(group_id, "consumer.session.timeout.ms", self.group_consumer_session_timeout_ms)
 
     def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
-        """The heartbeat interval a consumer group's members are told: the group's own, else the broker's."""
-        value = self.group_overrides.get(group_id, {}).get("consumer.heartbeat.interval.ms")
-        return self.group_consumer_heartbeat_interval_ms if value is None else int(value)
+        """The heartbeat interval a consumer group's members are told."""
+        return self._per_group(group_id, "consumer.heartbeat.interval.ms", self.group_consumer_heartbeat_interval_ms)
 
     def share_session_timeout_ms(self, group_id: str) -> int:
-        """The session timeout of a share group's members: the group's own, else the broker's."""
-        value = self.group_overrides.get(group_id, {}).get("share.session.timeout.ms")
-        return self.group_share_session_timeout_ms if value is None else int(value)
+        """The session timeout of a share group's members."""
+        return self._per_group(group_id, "share.session.timeout.ms", self.group_share_session_timeout_ms)
 
     def share_heartbeat_interval_ms(self, group_id: str) -> int:
-        """The heartbeat interval a share group's members are told: the group's own, else the broker's."""
-        value = self.group_overrides.get(group_id, {}).get("share.heartbeat.interval.ms")
-        return self.group_share_heartbeat_interval_ms if value is None else int(value)
+        """The heartbeat interval a share group's members are told."""
+        return self._per_group(group_id, "share.heartbeat.interval.ms", self.group_share_heartbeat_interval_ms)
 
     @property
     def share_groups_enabled(self) -> bool:

@@ -101,7 +101,7 @@ def format_consumer_group_record(key: bytes, value: bytes | None) -> str | None:
         records = share_records
     else:
         return None
-    key_cls, _, _ = records.RECORD_TYPES[version]
+    key_cls, _, _ = records.TYPES.types[version]
     k = key_cls.decode(memoryview(key)[2:], version)
     line: dict[str, Any] = {"key": {"type": version, "data": _json(k)}, "value": None}
     if value is not None:

@@ -10,7 +10,7 @@ from shoal.coordinator.group.member import ClassicMember
 from shoal.coordinator.group.protocol_vote import select_protocol
 from shoal.coordinator.group.records import OffsetAndMetadata, group_metadata_tombstone
 from shoal.coordinator.group.state import GroupState, check_transition
-from shoal.coordinator.group.types import GroupType, OffsetExpiration, TopicPartition
+from shoal.coordinator.group.types import GroupBase, GroupType, OffsetExpiration, TopicPartition
 from shoal.coordinator.result import Record
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
@@ -24,8 +24,11 @@ S = GroupState
 KeepAlive = Callable[["ClassicGroup", ClassicMember, int], None]
 
 
-class ClassicGroup:
+class ClassicGroup(GroupBase):
     """State of one classic group (a `types.Group`). Pure data plus the rules that only touch it."""
+
+    States = GroupState
+    group_type = GroupType.CLASSIC
 
     def __init__(self, group_id: str, now_ms: int | None, state: GroupState = GroupState.EMPTY,
                  keep_alive: KeepAlive | None = None) -> None:
@@ -244,17 +247,6 @@ class ClassicGroup:
         self.subscribed_topics = self.compute_subscribed_topics()
 
     # ------------------------------------------------------------ the Group protocol
-    @property
-    def type(self) -> GroupType:
-        return GroupType.CLASSIC
-
-    @property
-    def state_name(self) -> str:
-        return self.state.value
-
-    def is_empty(self) -> bool:
-        return self.state == S.EMPTY
-
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int, *,
                                transactional: bool, now_ms: int, api_version: int = 9) -> ErrorCode | None:
         if self.state == S.DEAD:
@@ -292,11 +284,6 @@ class ClassicGroup:
             return E.NON_EMPTY_GROUP
         return {(t, p): E.GROUP_SUBSCRIBED_TO_TOPIC if self.is_subscribed_to_topic(t) else E.NONE
                 for t, p in partitions}
-
-    def validate_delete_group(self) -> ErrorCode | None:
-        if self.state == S.DEAD:
-            return E.GROUP_ID_NOT_FOUND
-        return None if self.state == S.EMPTY else E.NON_EMPTY_GROUP
 
     def offset_expiration(self) -> OffsetExpiration | None:
         """Kafka's ClassicGroup.offsetExpirationCondition."""

@@ -365,6 +365,6 @@ class GroupMigration:
                 continue
             log.info("[GroupId %s] Member %s has left group through explicit `LeaveGroup` request.",
                      group.group_id, member.member_id)
-            self.shard.consumer.remove(current, member, now_ms)
+            self.shard.consumer.fence_now(current, member, now_ms)  # its fencing records, written now
             results.append((member.member_id, instance_id, E.NONE))
         return self.shard.classic._leave_response(v, E.NONE, results)

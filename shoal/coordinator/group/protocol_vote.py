@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shoal.coordinator.partitioning import java_string_hash
+from shoal.coordinator.partitioning import hash_map_order, java_string_hash
 
 
 def first_supported(preferences: Iterable[str], candidates: set[str]) -> str | None:
@@ -31,22 +31,10 @@ def candidate_protocols(member_protocols: list[list[str]]) -> set[str]:
     return common
 
 
-def _table_size(n: int) -> int:
-    size = 16
-    while n > size * 0.75:
-        size *= 2
-    return size
-
-
 def java_hashmap_order(keys_in_insertion_order: list[str]) -> list[str]:
     """Iteration order of a java.util.HashMap<String, ?> holding these keys."""
-    size = _table_size(len(keys_in_insertion_order))
-    buckets: dict[int, list[str]] = {}
-    for k in keys_in_insertion_order:
-        h = java_string_hash(k) & 0xFFFFFFFF
-        idx = (h ^ (h >> 16)) & (size - 1)
-        buckets.setdefault(idx, []).append(k)
-    return [k for idx in sorted(buckets) for k in buckets[idx]]
+    keys = keys_in_insertion_order
+    return hash_map_order(keys, [java_string_hash(k) & 0xFFFFFFFF for k in keys], 16)
 
 
 def select_protocol(member_protocols: list[list[str]]) -> str:

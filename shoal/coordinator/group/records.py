@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.coordinator.result import Record
 from shoal.protocol.generated.group_metadata_key import GroupMetadataKey
 from shoal.protocol.generated.group_metadata_value import GroupMetadataValue
 from shoal.protocol.generated.offset_commit_key import OffsetCommitKey
@@ -84,18 +85,36 @@ def group_metadata_tombstone(group: str) -> tuple[bytes, None]:
 
 
 # ---------------------------------------------------------------- the KIP-848 and share group records
-def typed_key(record_types: dict, record_type: int, group_id: str, second: str | None = None) -> bytes:
-    """A modern group record's key: its type (the key version) then the key's fields; ``record_types``
-    maps a type to (key class, value class, the name of the key's field after the group id, if any:
-    ``member_id``, or ``regular_expression`` for a consumer group's regex record)."""
-    cls, _, field = record_types[record_type]
-    key = cls(group_id=group_id, **({field: second} if field else {}))
-    return _H.pack(record_type) + key.encode(record_type)
+class TypedRecords:
+    """The records of a consumer or share group type: each record type (the key version) maps to
+    (key class, value class, the name of the key's field after the group id, if any: ``member_id``,
+    or ``regular_expression`` for a consumer group's regex record). Values are written at data
+    version 0 (all of them are in Kafka 4.4) and read at the version they carry."""
 
+    def __init__(self, types: dict[int, tuple[Any, Any, str | None]]) -> None:
+        self.types = types
 
-def typed_value(message: Any, version: int = 0) -> bytes:
-    """A modern group record's value at its data version (0 for all of them in Kafka 4.4)."""
-    return _H.pack(version) + message.encode(version)
+    def key(self, record_type: int, group_id: str, second: str | None = None) -> bytes:
+        cls, _, field = self.types[record_type]
+        key = cls(group_id=group_id, **({field: second} if field else {}))
+        return _H.pack(record_type) + key.encode(record_type)
+
+    def record(self, record_type: int, group_id: str, value: Any, second: str | None = None) -> Record:
+        return self.key(record_type, group_id, second), _H.pack(0) + value.encode(0)
+
+    def tombstone(self, record_type: int, group_id: str, second: str | None = None) -> Record:
+        return self.key(record_type, group_id, second), None
+
+    def decode_key(self, key: bytes | memoryview) -> tuple[int, str, str | None]:
+        """(record type, group id, the key's second field or None)."""
+        record_type = _H.unpack_from(key, 0)[0]
+        cls, _, field = self.types[record_type]
+        k = cls.decode(memoryview(key)[2:], record_type)
+        return record_type, k.group_id, (getattr(k, field) if field else None)
+
+    def decode_value(self, record_type: int, value: bytes | memoryview) -> Any:
+        _, cls, _ = self.types[record_type]
+        return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])
 
 
 def sorted_pairs(partitions: Mapping[Any, Iterable[int]]) -> list[tuple[Any, list[int]]]:
@@ -103,18 +122,9 @@ def sorted_pairs(partitions: Mapping[Any, Iterable[int]]) -> list[tuple[Any, lis
     return [(t, sorted(ps)) for t, ps in sorted(partitions.items(), key=lambda kv: str(kv[0])) if ps]
 
 
-def typed_decode_key(record_types: dict, key: bytes | memoryview) -> tuple[int, str, str | None]:
-    """(record type, group id, the key's second field or None) of a modern group record's key."""
-    record_type = _H.unpack_from(key, 0)[0]
-    cls, _, field = record_types[record_type]
-    k = cls.decode(memoryview(key)[2:], record_type)
-    return record_type, k.group_id, (getattr(k, field) if field else None)
-
-
-def typed_decode_value(record_types: dict, record_type: int, value: bytes | memoryview) -> Any:
-    """A modern group record's value, decoded at the data version it carries."""
-    _, cls, _ = record_types[record_type]
-    return cls.decode(memoryview(value)[2:], _H.unpack_from(value, 0)[0])
+def topic_partitions(cls: Any, partitions: Mapping[Any, Iterable[int]]) -> list[Any]:
+    """``partitions`` as a message's list of ``cls(topic_id, partitions)``, as `sorted_pairs` orders them."""
+    return [cls(topic_id=t, partitions=ps) for t, ps in sorted_pairs(partitions)]
 
 
 # ---------------------------------------------------------------- decoding

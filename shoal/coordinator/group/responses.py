@@ -34,8 +34,6 @@ GROUP_API_KEYS: frozenset[ApiKey] = frozenset({
     ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.TXN_OFFSET_COMMIT,
     ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE,
     ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE})
-# Still imported by shoal/broker/handlers (groups.py, transactions.py): drop once they use ApiKey.
-TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 
 UNKNOWN_GENERATION_ID = -1
 INVALID_OFFSET = -1

@@ -110,7 +110,8 @@ class GroupCoordinatorShard(ShardSkeleton):
 
     def share_group_member(self, group_id: str, member_id: str) -> bool:
         """Whether `member_id` is a member of the share group `group_id` (for the share-fetch data path)."""
-        return self.share.share_group_member(group_id, member_id)
+        group = self.groups.get(group_id)
+        return isinstance(group, ShareGroup) and member_id in group.members
 
     # ================================================================ output
     def emit(self, key: bytes, value: bytes | None, producer_id: int = -1, producer_epoch: int = -1) -> None:

@@ -74,6 +74,32 @@ class Group(Protocol):
     def list_entry(self) -> ListGroupsResponse.ListedGroup | None: ...
 
 
+class GroupBase:
+    """What every group type answers alike of the `Group` protocol: its type, its state's name, whether
+    it is Empty, and whether it may be deleted. `States` is the type's state Enum (with EMPTY and DEAD)."""
+
+    States: Any
+    group_type: GroupType
+    state: Any
+
+    @property
+    def type(self) -> GroupType:
+        return self.group_type
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    def is_empty(self) -> bool:
+        return self.state == self.States.EMPTY
+
+    def validate_delete_group(self) -> ErrorCode | None:
+        """Dead is not found, members make the group non-empty."""
+        if self.state == self.States.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return None if self.state == self.States.EMPTY else ErrorCode.NON_EMPTY_GROUP
+
+
 class GroupTypeManager(Protocol):
     """A plug-in of the group shard (a group type's protocol, or what all types share): `handle`
     answers requests of `api_keys` (None: later), `replay` applies records of `record_key_versions`

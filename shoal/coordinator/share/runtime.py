@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.clock import now_ms
-from shoal.coordinator.loader import latest_records
 from shoal.coordinator.result import CoordinatorResult, int_settings_from_properties
 from shoal.coordinator.runtime import CoordinatorRuntime
 from shoal.coordinator.share.records import ShareKey
@@ -94,9 +93,6 @@ class ShareCoordinatorRuntime(CoordinatorRuntime[ShareCoordinatorShard]):
     # ================================================================ the generic runtime's hooks
     def new_shard(self, partition: int, plog: Any) -> ShareCoordinatorShard:
         return ShareCoordinatorShard(partition)
-
-    def read_log(self, plog: Any) -> Any:
-        return latest_records(plog)
 
     def error_response(self, api_key: ApiKey, api_version: int, request: Any, error: ErrorCode) -> Any:
         return error  # only in-process calls come here: their answer is the error code

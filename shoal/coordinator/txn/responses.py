@@ -23,10 +23,6 @@ from shoal.protocol.generated.list_transactions_response import ListTransactions
 K = ApiKey
 TXN_API_KEYS = frozenset({K.INIT_PRODUCER_ID, K.ADD_PARTITIONS_TO_TXN, K.ADD_OFFSETS_TO_TXN, K.END_TXN,
                           K.DESCRIBE_TRANSACTIONS, K.LIST_TRANSACTIONS})
-# Still imported by shoal/broker/handlers/transactions.py: drop once it uses ApiKey.
-INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = K.INIT_PRODUCER_ID, K.ADD_PARTITIONS_TO_TXN, K.END_TXN
-ADD_OFFSETS_TO_TXN, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = (K.ADD_OFFSETS_TO_TXN, K.DESCRIBE_TRANSACTIONS,
-                                                                K.LIST_TRANSACTIONS)
 
 # The first version of each API that knows PRODUCER_FENCED / TRANSACTION_ABORTABLE.
 _FENCED_SINCE: dict[int, int] = {K.INIT_PRODUCER_ID: 4, K.ADD_PARTITIONS_TO_TXN: 2, K.ADD_OFFSETS_TO_TXN: 2, K.END_TXN: 2}

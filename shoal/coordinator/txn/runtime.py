@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shoal.clock import now_ms
-from shoal.coordinator.loader import latest_records
 from shoal.coordinator.runtime import CoordinatorRuntime, Partition
 from shoal.coordinator.txn.responses import (
     TXN_API_KEYS,
@@ -100,9 +99,6 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionCoordinatorSha
             os.fsync(f.fileno())
         os.replace(tmp, path)
         return epoch
-
-    def read_log(self, plog: Any) -> Any:
-        return latest_records(plog)
 
     def error_response(self, api_key: ApiKey, api_version: int, request: Any, error: ErrorCode) -> Any:
         return error_response(api_key, api_version, request, error)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from uuid import UUID
 
 from shoal.coordinator.group.consumer.group import ConsumerGroup
-from shoal.coordinator.group.consumer.member import ConsumerMember, Partitions
+from shoal.coordinator.group.consumer.member import ConsumerMember
 from shoal.coordinator.group.consumer.topics import TopicsView
-from shoal.protocol.acl_operations import GROUP_OPERATIONS
+from shoal.coordinator.group.modern import described_assignment, with_operations
+from shoal.coordinator.group.records import topic_partitions
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from shoal.protocol.generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
@@ -19,24 +19,10 @@ if TYPE_CHECKING:
 D = ConsumerGroupDescribeResponse
 
 
-def _sorted(partitions: Partitions) -> list[tuple[UUID, list[int]]]:
-    return [(t, sorted(ps)) for t, ps in sorted(partitions.items(), key=lambda kv: str(kv[0])) if ps]
-
-
 def heartbeat_assignment(member: ConsumerMember) -> ConsumerGroupHeartbeatResponse.Assignment:
     """The member's assigned partitions (not those it still has to revoke)."""
     cls = ConsumerGroupHeartbeatResponse
-    return cls.Assignment(topic_partitions=[cls.TopicPartitions(topic_id=t, partitions=ps)
-                                            for t, ps in _sorted(member.assigned)])
-
-
-def _assignment(partitions: Partitions, topics: TopicsView) -> D.Assignment:
-    out = []
-    for topic_id, ps in _sorted(partitions):
-        meta = topics.by_id(topic_id)
-        if meta is not None:  # a deleted topic is left out (Kafka: not in the metadata image)
-            out.append(D.TopicPartitions(topic_id=topic_id, topic_name=meta.name, partitions=ps))
-    return D.Assignment(topic_partitions=out)
+    return cls.Assignment(topic_partitions=topic_partitions(cls.TopicPartitions, member.assigned))
 
 
 def describe_group(group_id: str, group: Group | None, default_assignor: str, topics: TopicsView,
@@ -52,12 +38,10 @@ def describe_group(group_id: str, group: Group | None, default_assignor: str, to
                         member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                         subscribed_topic_names=list(m.subscribed_topic_names),
                         subscribed_topic_regex=m.subscribed_topic_regex,
-                        assignment=_assignment(m.assigned, topics),
-                        target_assignment=_assignment(group.target.get(m.member_id, {}), topics))
+                        assignment=described_assignment(D, m.assigned, topics),
+                        target_assignment=described_assignment(D, group.target.get(m.member_id, {}), topics))
                for m in group.members.values()]
-    described = D.DescribedGroup(group_id=group_id, group_state=group.state_name, group_epoch=group.group_epoch,
-                                 assignment_epoch=group.assignment_epoch,
-                                 assignor_name=group.preferred_assignor() or default_assignor, members=members)
-    if include_authorized_operations:
-        described.authorized_operations = GROUP_OPERATIONS  # every operation, as Kafka without an authorizer
-    return described
+    return with_operations(D.DescribedGroup(
+        group_id=group_id, group_state=group.state_name, group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch, assignor_name=group.preferred_assignor() or default_assignor,
+        members=members), include_authorized_operations)

@@ -11,24 +11,16 @@ from collections.abc import Mapping
 from enum import Enum
 from uuid import UUID
 
+from shoal.coordinator.group.consumer import records as R
 from shoal.coordinator.group.consumer.member import ConsumerMember, Partitions
-from shoal.coordinator.group.consumer.records import (
-    group_epoch_tombstone,
-    regex_tombstone,
-    remove_member_records,
-    subscription_metadata_tombstone,
-    target_epoch_tombstone,
-)
 from shoal.coordinator.group.consumer.topics import TopicMeta
+from shoal.coordinator.group.modern import ModernGroup
 from shoal.coordinator.group.records import OffsetAndMetadata
 from shoal.coordinator.group.types import GroupType, OffsetExpiration, TopicPartition
 from shoal.coordinator.result import Record
 from shoal.protocol.errors import ErrorCode
-from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
-from shoal.protocol.generated.list_groups_response import ListGroupsResponse
 
 E = ErrorCode
-CONSUMER_PROTOCOL_TYPE = "consumer"
 NO_OWNER = -1
 
 
@@ -42,17 +34,16 @@ class ConsumerGroupState(Enum):
     DEAD = "Dead"
 
 
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup):
     """One consumer group of a shard (a `types.Group`)."""
 
+    States = ConsumerGroupState
+    group_type = GroupType.CONSUMER
+
     def __init__(self, group_id: str, epoch: int = 0) -> None:
-        self.group_id = group_id
-        self.group_epoch = epoch
-        self.assignment_epoch = epoch
-        self.state = ConsumerGroupState.EMPTY
+        super().__init__(group_id, epoch)
         self.members: dict[str, ConsumerMember] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id
-        self.target: dict[str, Partitions] = {}  # member id -> target assignment
         self.subscription_metadata: dict[str, TopicMeta] = {}  # subscribed topic name -> metadata
         self.partition_epochs: dict[tuple[UUID, int], int] = {}  # owned partition -> its owner's epoch
         # The members' regexes resolved against the cluster's topics (regex -> topic names), from
@@ -94,19 +85,6 @@ class ConsumerGroup:
             members.append(new)
         return {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
 
-    def subscribed_topic_names(self, old: ConsumerMember | None = None, new: ConsumerMember | None = None,
-                               resolved: Mapping[str, frozenset[str]] | None = None) -> set[str]:
-        """The topics the members subscribe to (names and resolved regexes), with `old`'s
-        subscription replaced by `new`'s (Kafka's computeSubscribedTopicNames)."""
-        counts: Counter[str] = Counter()
-        for m in self.members.values():
-            counts.update(self.member_topics(m, resolved))
-        if old is not None:
-            counts.subtract(self.member_topics(old, resolved))
-        if new is not None:
-            counts.update(self.member_topics(new, resolved))
-        return {t for t, n in counts.items() if n > 0}
-
     def preferred_assignor(self, old: ConsumerMember | None = None,
                            new: ConsumerMember | None = None) -> str | None:
         """The server assignor most members name, `old` replaced by `new` (Kafka's
@@ -121,9 +99,6 @@ class ConsumerGroup:
             counts[new.server_assignor] += 1
         best = [(n, name) for name, n in counts.items() if n > 0]
         return max(best)[1] if best else None
-
-    def is_subscribed_to_topic(self, topic: str) -> bool:
-        return any(topic in self.member_topics(m) for m in self.members.values())
 
     # ------------------------------------------------------------ changes (from replay only)
     def update_member(self, new: ConsumerMember) -> None:
@@ -172,17 +147,6 @@ class ConsumerGroup:
             self.state = ConsumerGroupState.STABLE
 
     # ------------------------------------------------------------ the Group protocol
-    @property
-    def type(self) -> GroupType:
-        return GroupType.CONSUMER
-
-    @property
-    def state_name(self) -> str:
-        return self.state.value
-
-    def is_empty(self) -> bool:
-        return self.state == ConsumerGroupState.EMPTY
-
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int, *,
                                transactional: bool, now_ms: int, api_version: int = 9) -> ErrorCode | None:
         """Kafka's ConsumerGroup.validateOffsetCommit: a commit is no heartbeat in this protocol."""
@@ -217,11 +181,6 @@ class ConsumerGroup:
         return {(t, p): E.GROUP_SUBSCRIBED_TO_TOPIC if self.is_subscribed_to_topic(t) else E.NONE
                 for t, p in partitions}
 
-    def validate_delete_group(self) -> ErrorCode | None:
-        if self.state == ConsumerGroupState.DEAD:
-            return E.GROUP_ID_NOT_FOUND
-        return None if self.state == ConsumerGroupState.EMPTY else E.NON_EMPTY_GROUP
-
     def offset_expiration(self) -> OffsetExpiration | None:
         """From the commit timestamp; offsets of subscribed topics never expire (Kafka)."""
         def committed(om: OffsetAndMetadata) -> int:
@@ -233,25 +192,11 @@ class ConsumerGroup:
         """Kafka's createGroupTombstoneRecords, in its order."""
         gid = self.group_id
         records: list[Record] = []
-        per_member = [remove_member_records(gid, mid) for mid in self.members]
+        per_member = [R.remove_member_records(gid, mid) for mid in self.members]
         records += [r[0] for r in per_member]
         records += [r[1] for r in per_member]
-        records.append(target_epoch_tombstone(gid))
+        records.append(R.tombstone(R.TARGET_ASSIGNMENT_METADATA, gid))
         records += [r[2] for r in per_member]
-        records += [regex_tombstone(gid, regex) for regex in sorted(self.resolved_regexes)]
-        records.append(subscription_metadata_tombstone(gid))
-        records.append(group_epoch_tombstone(gid))
+        records += [R.regex_tombstone(gid, regex) for regex in sorted(self.resolved_regexes)]
+        records += [R.tombstone(R.PARTITION_METADATA, gid), R.group_epoch_tombstone(gid)]
         return records
-
-    def describe(self) -> DescribeGroupsResponse.DescribedGroup:
-        """DescribeGroups (the classic API) does not describe consumer groups: Kafka 4 answers as for
-        a group it does not know, Dead without an error."""
-        return DescribeGroupsResponse.DescribedGroup(error_code=0, group_id=self.group_id,
-                                                     group_state=ConsumerGroupState.DEAD.value,
-                                                     protocol_type="", protocol_data="", members=[])
-
-    def list_entry(self) -> ListGroupsResponse.ListedGroup | None:
-        if self.state == ConsumerGroupState.DEAD:
-            return None
-        return ListGroupsResponse.ListedGroup(group_id=self.group_id, protocol_type=CONSUMER_PROTOCOL_TYPE,
-                                              group_state=self.state.value, group_type=self.type.value)

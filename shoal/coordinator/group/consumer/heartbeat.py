@@ -9,8 +9,8 @@ its records are emitted (and so replayed) at the end, and an error changes nothi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from shoal.assignors.server import ServerAssignor
@@ -29,7 +29,7 @@ from shoal.coordinator.group.consumer.reconciliation import FencedMemberEpoch, O
 from shoal.coordinator.group.consumer.regex import resolve
 from shoal.coordinator.group.consumer.replay import replay_record
 from shoal.coordinator.group.consumer.target import AssignorFailed, compute_target, subscription_metadata
-from shoal.coordinator.group.consumer.topics import StaticTopics, TopicsView
+from shoal.coordinator.group.consumer.topics import TopicsView
 from shoal.coordinator.group.consumer.validation import (
     HeartbeatError,
     check_epoch,
@@ -37,8 +37,9 @@ from shoal.coordinator.group.consumer.validation import (
     validate_heartbeat,
 )
 from shoal.coordinator.group.group import ClassicGroup
-from shoal.coordinator.group.types import Group, GroupType
-from shoal.coordinator.result import Record, ShardRequest
+from shoal.coordinator.group.modern import NEW_GROUP_EPOCH, ModernGroupManager, Step
+from shoal.coordinator.group.types import GroupType
+from shoal.coordinator.result import ShardRequest
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
@@ -52,49 +53,26 @@ E = ErrorCode
 Resolved = dict[str, frozenset[str]]  # regex -> the topics it matches
 
 
-def session_timer_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("consumer-session", group_id, member_id)
-
-
 def rebalance_timer_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("consumer-rebalance", group_id, member_id)
 
 
-@dataclass
-class _Step:
-    """A heartbeat being computed: the records it will write and the timers it will set."""
-
-    records: list[Record] = field(default_factory=list)
-    after: list[Callable[[], None]] = field(default_factory=list)
-
-
-# Kafka 4.4 (KAFKA-20268) creates a consumer group at epoch 1 with an empty target assignment at epoch 1:
-# the first computed assignment is epoch 2, and 0 stays reserved for a member joining.
-NEW_GROUP_EPOCH = 1
-
-
-class ConsumerGroupManager:
-    """The consumer group type of one shard (a `types.GroupTypeManager`)."""
+class ConsumerGroupManager(ModernGroupManager):
+    """The consumer group type of one shard (a `types.GroupTypeManager`; what it shares with the share
+    group type is in `modern.ModernGroupManager`)."""
 
     record_key_versions = R.KEY_VERSIONS
+    group_class = ConsumerGroup
 
     def __init__(self, shard: GroupCoordinatorShard, topics: TopicsView | None = None,
                  assignors: Mapping[str, ServerAssignor] | None = None) -> None:
-        self.shard = shard
-        self.config = shard.config
-        self.timers = shard.timers
-        self.topics: TopicsView = topics if topics is not None else StaticTopics()
+        super().__init__(shard, topics, {ApiKey.CONSUMER_GROUP_HEARTBEAT: self.heartbeat,
+                                         ApiKey.CONSUMER_GROUP_DESCRIBE: self.describe},
+                         shard.config.consumer_session_timeout_ms, lambda: self.config.consumer_protocol_enabled)
         if assignors is None:
             from shoal.coordinator.group.consumer.target import resolve_assignors
             assignors = resolve_assignors(self.config.group_consumer_assignors)
         self.assignors: dict[str, ServerAssignor] = dict(assignors)
-        self._handlers: dict[ApiKey, Callable[[ShardRequest, Any, int], Any]] = {
-            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.heartbeat, ApiKey.CONSUMER_GROUP_DESCRIBE: self.describe}
-        self.api_keys = frozenset(self._handlers)
-
-    @property
-    def groups(self) -> dict[str, Group]:
-        return self.shard.groups
 
     @property
     def default_assignor(self) -> str:
@@ -104,28 +82,17 @@ class ConsumerGroupManager:
                 return name
         return next(iter(self.assignors), "")
 
-    def handle(self, ctx: ShardRequest, request: Any, now_ms: int) -> Any:
-        return self._handlers[ctx.api_key](ctx, request, now_ms)
-
     # ================================================================ ConsumerGroupHeartbeat
     def heartbeat(self, ctx: ShardRequest, req: Any, now_ms: int) -> ConsumerGroupHeartbeatResponse:
-        if not self.config.consumer_protocol_enabled:
-            return ConsumerGroupHeartbeatResponse(error_code=E.UNSUPPORTED_VERSION)
-        step = _Step()
-        try:
+        def compute(step: Step) -> ConsumerGroupHeartbeatResponse:
             validate_heartbeat(ctx.api_version, req, self.assignors)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                response = self._leave(req, step, now_ms)
-            else:
-                response = self._heartbeat(ctx, req, step, now_ms)
-        except HeartbeatError as e:
-            log.info("[GroupId %s] ConsumerGroupHeartbeat v%d of member %r at epoch %d refused: %s (%s)", req.group_id,
-                     ctx.api_version, req.member_id, req.member_epoch, e.code.name, e.message)
-            return ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message)
-        self._apply(step)
-        return response
+                return self._leave(req, step, now_ms)
+            return self._heartbeat(ctx, req, step, now_ms)
 
-    def _heartbeat(self, ctx: ShardRequest, req: Any, step: _Step, now_ms: int) -> ConsumerGroupHeartbeatResponse:
+        return self._run(f"ConsumerGroupHeartbeat v{ctx.api_version}", req, ConsumerGroupHeartbeatResponse, compute)
+
+    def _heartbeat(self, ctx: ShardRequest, req: Any, step: Step, now_ms: int) -> ConsumerGroupHeartbeatResponse:
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         group = self._group_for_heartbeat(req.group_id, joining, step, now_ms)
         member_id = req.member_id
@@ -146,7 +113,7 @@ class ConsumerGroupManager:
         group_epoch = self._maybe_bump_epoch(group, member, updated, resolved, step)
         target_epoch, target = self._target(group, group_epoch, member, updated, resolved, step)
         final = self._reconcile(group, updated, target_epoch, target, owned, step, now_ms)
-        step.after.append(lambda: self._schedule_session(group.group_id, member_id, now_ms))
+        step.after.append(lambda: self.schedule_session(group.group_id, member_id, now_ms))
         response = ConsumerGroupHeartbeatResponse(error_code=0, member_id=final.member_id,
                                                   member_epoch=final.member_epoch,
                                                   heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms(
@@ -157,7 +124,7 @@ class ConsumerGroupManager:
             response.assignment = heartbeat_assignment(final)
         return response
 
-    def _group_for_heartbeat(self, group_id: str, create: bool, step: _Step, now_ms: int) -> ConsumerGroup:
+    def _group_for_heartbeat(self, group_id: str, create: bool, step: Step, now_ms: int) -> ConsumerGroup:
         """Kafka's getOrMaybeCreateConsumerGroup: an Empty classic group is deleted to make room, a
         non-empty one is converted when the migration policy allows it (`migration.py`), else it is
         not this type's (GROUP_ID_NOT_FOUND)."""
@@ -176,14 +143,10 @@ class ConsumerGroupManager:
             return migration.upgrade(group, now_ms, step.records, step.after)
         raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
-    @staticmethod
-    def _dynamic_member(group: ConsumerGroup, member_id: str, epoch: int, owned: OwnedPartitions,
+    def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int, owned: OwnedPartitions,
                         create: bool) -> ConsumerMember:
-        member = group.members.get(member_id)
+        member = group.members.get(member_id) if create else self.known_member(group, member_id)
         if member is None:
-            if not create:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
-                                     f"Member {member_id} is not a member of group {group.group_id}.")
             log.info("[GroupId %s] Member %s joins the consumer group using the consumer protocol.",
                      group.group_id, member_id)
             member = ConsumerMember(member_id)
@@ -191,7 +154,7 @@ class ConsumerGroupManager:
         return member
 
     def _static_member(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id: str,
-                       owned: OwnedPartitions, create: bool, step: _Step) -> ConsumerMember:
+                       owned: OwnedPartitions, create: bool, step: Step) -> ConsumerMember:
         existing = group.static_member(instance_id)
         if create:
             if existing is None:
@@ -209,7 +172,7 @@ class ConsumerGroupManager:
                              R.target_assignment_record(group.group_id, member_id,
                                                         group.target.get(existing.member_id, {})),
                              R.current_assignment_record(group.group_id, new)]
-            step.after.append(lambda: self._cancel_timers(group.group_id, existing.member_id))
+            step.after.append(lambda: self.cancel_timers(group.group_id, existing.member_id))
             log.info("[GroupId %s] Static member with instance id %s re-joins the consumer group: member %s "
                      "replaces %s.", group.group_id, instance_id, member_id, existing.member_id)
             return new
@@ -241,7 +204,7 @@ class ConsumerGroupManager:
 
     # ================================================================ regex subscriptions
     def _resolve(self, group: ConsumerGroup, old: ConsumerMember | None, new: ConsumerMember | None,
-                 step: _Step, now_ms: int) -> Resolved:
+                 step: Step, now_ms: int) -> Resolved:
         """The group's regexes (`old`'s replaced by `new`'s) resolved against the topics as they are, and
         a ConsumerGroupRegularExpression record for each resolution that changed (a tombstone for a
         regex no member uses any more).
@@ -261,7 +224,7 @@ class ConsumerGroupManager:
         return resolved
 
     def _maybe_bump_epoch(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
-                          resolved: Resolved, step: _Step) -> int:
+                          resolved: Resolved, step: Step) -> int:
         """Write the member's subscription if it changed; bump the group epoch when the subscriptions
         (names or regex) or the subscribed topics (created, deleted, grown, newly matched) changed."""
         bump = False
@@ -281,7 +244,7 @@ class ConsumerGroupManager:
         return epoch
 
     def _target(self, group: ConsumerGroup, group_epoch: int, member: ConsumerMember, updated: ConsumerMember,
-                resolved: Resolved, step: _Step) -> tuple[int, Partitions]:
+                resolved: Resolved, step: Step) -> tuple[int, Partitions]:
         if group_epoch <= group.assignment_epoch:
             return group.assignment_epoch, group.target_of(updated.member_id, updated.instance_id)
         name = group.preferred_assignor(member, updated) or self.default_assignor
@@ -300,7 +263,7 @@ class ConsumerGroupManager:
         return group_epoch, targets.get(updated.member_id, {})
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, target_epoch: int, target: Partitions,
-                   owned: OwnedPartitions, step: _Step, now_ms: int) -> ConsumerMember:
+                   owned: OwnedPartitions, step: Step, now_ms: int) -> ConsumerMember:
         if member.is_reconciled_to(target_epoch):
             return member
         try:
@@ -318,15 +281,12 @@ class ConsumerGroupManager:
         return updated
 
     # ================================================================ leaving, fencing
-    def _leave(self, req: Any, step: _Step, now_ms: int) -> ConsumerGroupHeartbeatResponse:
+    def _leave(self, req: Any, step: Step, now_ms: int) -> ConsumerGroupHeartbeatResponse:
         group = self.groups.get(req.group_id)
         if not isinstance(group, ConsumerGroup):
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
         if req.instance_id is None:
-            member = group.members.get(req.member_id)
-            if member is None:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
-                                     f"Member {req.member_id} is not a member of group {group.group_id}.")
+            member = self.known_member(group, req.member_id)
             log.info("[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id)
         else:
             member = group.static_member(req.instance_id)
@@ -346,7 +306,7 @@ class ConsumerGroupManager:
         self._fence_records(group, member, step, now_ms)
         return ConsumerGroupHeartbeatResponse(error_code=0, member_id=req.member_id, member_epoch=req.member_epoch)
 
-    def _fence_records(self, group: ConsumerGroup, member: ConsumerMember, step: _Step, now_ms: int) -> None:
+    def _fence_records(self, group: ConsumerGroup, member: ConsumerMember, step: Step, now_ms: int) -> None:
         """Kafka's consumerGroupFenceMember: the member's tombstones, new subscription metadata, a new epoch;
         or, when the last consumer-protocol member goes and classic members remain, the downgrade."""
         gid = group.group_id
@@ -364,13 +324,13 @@ class ConsumerGroupManager:
             # The group is left empty: its assignment epoch catches up (Kafka 4.4, KAFKA-20442), so an
             # empty group's two epochs are equal.
             step.records.append(R.target_epoch_record(gid, group.group_epoch + 1))
-        step.after.append(lambda: self._cancel_timers(gid, member.member_id))
+        step.after.append(lambda: self.cancel_timers(gid, member.member_id))
 
     def classic_join(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, owned: Partitions,
                      now_ms: int) -> ConsumerMember | HeartbeatError:
         """A classic member's JoinGroup (`migration.py`): epoch bump, target and reconciliation as a
         heartbeat's, with the partitions its subscription says it owns; its classic session timeout."""
-        step = _Step()
+        step = Step()
         try:
             resolved = self._resolve(group, member, updated, step, now_ms)
             group_epoch = self._maybe_bump_epoch(group, member, updated, resolved, step)
@@ -385,60 +345,19 @@ class ConsumerGroupManager:
         self._apply(step)
         return final
 
-    def remove(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
-        """A member leaves (a classic LeaveGroup): its fencing records, written now."""
-        step = _Step()
-        self._fence_records(group, member, step, now_ms)
-        self._apply(step)
-
-    def fence(self, group_id: str, member_id: str, reason: str, epoch: int | None = None,
-              now_ms: int = 0) -> None:
-        """Fence a member from a timer (nothing if it is gone, or moved on from `epoch`)."""
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if isinstance(group, ConsumerGroup) else None
-        if group is None or member is None or (epoch is not None and member.member_epoch != epoch):
-            return
-        assert isinstance(group, ConsumerGroup)
-        log.info("[GroupId %s] Member %s fenced from the group because %s", group_id, member_id, reason)
-        step = _Step()
-        self._fence_records(group, member, step, now_ms)
-        self._apply(step)
-
-    def _apply(self, step: _Step) -> None:
-        """Write a step's records (applied at once through the shard's replay), then its timer changes."""
-        for key, value in step.records:
-            self.shard.emit(key, value)
-        for action in step.after:
-            action()
-
     # ================================================================ timers
-    def _schedule_session(self, group_id: str, member_id: str, now_ms: int) -> None:
-        self.schedule_session(group_id, member_id, now_ms)
-
-    def schedule_session(self, group_id: str, member_id: str, now_ms: int, timeout_ms: int | None = None) -> None:
-        """The member's session deadline (a classic member's own session timeout when given)."""
-        timeout = self.config.consumer_session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
-        self.timers.schedule(session_timer_key(group_id, member_id), now_ms + timeout,
-                             lambda t: self.fence(group_id, member_id, "the member session expired.", now_ms=t))
-
     def _schedule_rebalance(self, group_id: str, member_id: str, epoch: int, timeout_ms: int,
                             now_ms: int) -> None:
         self.timers.schedule(rebalance_timer_key(group_id, member_id), now_ms + max(timeout_ms, 0),
                              lambda t: self.fence(group_id, member_id, f"it failed to transition from epoch "
-                                                  f"{epoch} within {timeout_ms}ms.", epoch, now_ms=t))
+                                                  f"{epoch} within {timeout_ms}ms.", t, epoch))
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        self._cancel_timers(group_id, member_id)
-
-    def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timers.cancel(session_timer_key(group_id, member_id))
+        self.timers.cancel(self.session_timer_key(group_id, member_id))
         self.timers.cancel(rebalance_timer_key(group_id, member_id))
 
     # ================================================================ ConsumerGroupDescribe
     def describe(self, ctx: ShardRequest, req: Any, now_ms: int) -> ConsumerGroupDescribeResponse:
-        if not self.config.consumer_protocol_enabled:  # as Kafka's KafkaApis: every group refused
-            return ConsumerGroupDescribeResponse(groups=[ConsumerGroupDescribeResponse.DescribedGroup(
-                group_id=gid, error_code=E.UNSUPPORTED_VERSION) for gid in req.group_ids])
         return ConsumerGroupDescribeResponse(groups=[
             describe_group(gid, self.groups.get(gid), self.default_assignor, self.topics,
                            bool(req.include_authorized_operations)) for gid in req.group_ids])
@@ -450,18 +369,13 @@ class ConsumerGroupManager:
     def on_loaded(self, now_ms: int) -> None:
         """Re-arm every member's session timer, and the revocation deadline of those revoking. The regexes'
         resolutions are the loaded records'; the members' next heartbeats resolve them again."""
-        for group in list(self.groups.values()):
-            if not isinstance(group, ConsumerGroup):
-                continue
+        for group in self.own_groups():
             for m in group.members.values():
                 self.schedule_session(group.group_id, m.member_id, now_ms,
                                       None if m.classic is None else m.classic.session_timeout_ms)
                 if m.state == MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance(group.group_id, m.member_id, m.member_epoch,
                                              m.rebalance_timeout_ms, now_ms)
-
-    def unload(self) -> None:
-        pass
 
     def before_classic_join(self, group_id: str) -> ErrorCode | None:
         """A classic JoinGroup for an Empty consumer group: it makes way (its tombstones are written).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 from uuid import UUID
 
 Partitions = dict[UUID, frozenset[int]]  # topic id -> partitions
@@ -73,9 +74,10 @@ def partitions_equal(a: Partitions, b: Partitions) -> bool:
     return {t: p for t, p in a.items() if p} == {t: p for t, p in b.items() if p}
 
 
-def as_partitions(pairs: list[tuple[UUID, list[int]]] | None) -> Partitions:
+def partitions_of(topic_partitions: list[Any]) -> Partitions:
+    """A record's list of (topic id, partitions) as Partitions."""
     out: Partitions = {}
-    for topic_id, parts in pairs or []:
-        if parts:
-            out[topic_id] = out.get(topic_id, frozenset()) | frozenset(parts)
+    for tp in topic_partitions:
+        if tp.partitions:
+            out[tp.topic_id] = out.get(tp.topic_id, frozenset()) | frozenset(tp.partitions)
     return out

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 # RE2/J's parse error descriptions (PatternSyntaxException.getDescription()).
-ERR_INVALID_CHAR_CLASS = "invalid character class"
 ERR_INVALID_CHAR_RANGE = "invalid character class range"
 ERR_INVALID_ESCAPE = "invalid escape sequence"
 ERR_INVALID_NAMED_CAPTURE = "invalid named capture"

@@ -6,22 +6,20 @@ The one path that changes a ConsumerGroup, live (every emitted record) and on lo
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from typing import Any
 
 from shoal.coordinator.group.consumer import records as R
-from shoal.coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupState
+from shoal.coordinator.group.consumer.group import ConsumerGroup
 from shoal.coordinator.group.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     ConsumerMember,
     MemberState,
-    as_partitions,
+    partitions_of,
 )
 from shoal.coordinator.group.consumer.topics import TopicMeta
+from shoal.coordinator.group.modern import persisted_group
 from shoal.coordinator.group.types import Group, GroupType
-
-log = logging.getLogger(__name__)
 
 
 def _is_simple_classic(group: Group) -> bool:
@@ -29,62 +27,38 @@ def _is_simple_classic(group: Group) -> bool:
     return group.type == GroupType.CLASSIC and group.is_empty() and not getattr(group, "protocol_type", None)
 
 
-def persisted_group(groups: dict[str, Group], group_id: str, create: bool) -> ConsumerGroup | None:
-    """The consumer group a record is about; created for a value (Kafka's
-    getOrMaybeCreatePersistedConsumerGroup), None for a tombstone of a group not here."""
-    group = groups.get(group_id)
-    if isinstance(group, ConsumerGroup):
-        return group
-    if not create:
-        return None
-    if group is not None and not _is_simple_classic(group):
-        log.warning("[GroupId %s] a consumer group record replaces a %s group", group_id, group.type.value)
-    new = ConsumerGroup(group_id)
-    groups[group_id] = new
-    return new
-
-
 def replay_record(groups: dict[str, Group], key: bytes, value: bytes | None) -> None:
     version, group_id, member_id = R.decode_key(key)
     v = None if value is None else R.decode_value(version, value)
-    group = persisted_group(groups, group_id, v is not None)
+    group = persisted_group(groups, group_id, v is not None, ConsumerGroup, _is_simple_classic)
     if group is None:
         return
+    mid = member_id or ""  # for a regex record, the regex
     if version == R.GROUP_METADATA:
-        _group_epoch(groups, group, v)
+        if v is None:
+            group.drop(groups)
+        else:
+            group.group_epoch = v.epoch
+            group.update_state()
     elif version == R.PARTITION_METADATA:
         group.subscription_metadata = {} if v is None else {
             t.topic_name: TopicMeta(topic_id=t.topic_id, name=t.topic_name, num_partitions=t.num_partitions,
                                     partition_racks={p.partition: frozenset(p.racks) for p in t.partition_metadata})
             for t in v.topics}
     elif version == R.MEMBER_METADATA:
-        _member_metadata(group, member_id or "", v)
+        _member_metadata(group, mid, v)
     elif version == R.TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = -1 if v is None else v.assignment_epoch
         group.update_state()
     elif version == R.TARGET_ASSIGNMENT_MEMBER:
-        if v is None:
-            group.target.pop(member_id or "", None)
-        else:
-            group.target[member_id or ""] = as_partitions(R.pairs_of(v.topic_partitions))
+        group.replay_target(mid, v)
     elif version == R.CURRENT_MEMBER_ASSIGNMENT:
-        _current_assignment(group, member_id or "", v)
-    elif version == R.REGULAR_EXPRESSION:  # the key's second field is the regex
+        _current_assignment(group, mid, v)
+    elif version == R.REGULAR_EXPRESSION:
         if v is None:
-            group.resolved_regexes.pop(member_id or "", None)
+            group.resolved_regexes.pop(mid, None)
         else:
-            group.resolved_regexes[member_id or ""] = frozenset(v.topics)
-
-
-def _group_epoch(groups: dict[str, Group], group: ConsumerGroup, v: Any) -> None:
-    if v is not None:
-        group.group_epoch = v.epoch
-        group.update_state()
-        return
-    if group.members or group.target:
-        log.warning("[GroupId %s] group tombstone while it still has members or targets", group.group_id)
-    group.state = ConsumerGroupState.DEAD
-    groups.pop(group.group_id, None)
+            group.resolved_regexes[mid] = frozenset(v.topics)
 
 
 def _member_metadata(group: ConsumerGroup, member_id: str, v: Any) -> None:
@@ -109,5 +83,5 @@ def _current_assignment(group: ConsumerGroup, member_id: str, v: Any) -> None:
         return
     group.update_member(replace(
         old or ConsumerMember(member_id), member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
-        state=MemberState.from_value(v.state), assigned=as_partitions(R.pairs_of(v.assigned_partitions)),
-        pending_revocation=as_partitions(R.pairs_of(v.partitions_pending_revocation))))
+        state=MemberState.from_value(v.state), assigned=partitions_of(v.assigned_partitions),
+        pending_revocation=partitions_of(v.partitions_pending_revocation)))

@@ -10,9 +10,10 @@ from typing import Any
 
 from shoal.assignors.server import GroupSpec, MemberSpec, ServerAssignor, TopicSpec
 from shoal.coordinator.group.consumer.group import ConsumerGroup
-from shoal.coordinator.group.consumer.member import ConsumerMember, Partitions, partitions_equal
+from shoal.coordinator.group.consumer.member import ConsumerMember, Partitions
 from shoal.coordinator.group.consumer.records import target_assignment_record, target_epoch_record
 from shoal.coordinator.group.consumer.topics import TopicMeta, TopicsView
+from shoal.coordinator.group.modern import changed_targets
 from shoal.coordinator.result import Record
 
 log = logging.getLogger(__name__)
@@ -81,14 +82,8 @@ def compute_target(group: ConsumerGroup, group_epoch: int, updated: ConsumerMemb
         result = assignor.assign(GroupSpec(members=specs), topics)
     except Exception as e:  # an assignor bug must not take the coordinator down
         raise AssignorFailed(f"Failed to compute a new target assignment for epoch {group_epoch}: {e}") from e
-    records: list[Record] = []
-    targets: dict[str, Partitions] = {}
-    for member_id in specs:
-        new = {t: frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}
-        targets[member_id] = new
-        old = group.target.get(member_id)
-        if old is None or not partitions_equal(old, new):
-            records.append(target_assignment_record(group.group_id, member_id, new))
+    targets = {mid: {t: frozenset(ps) for t, ps in result.get(mid, {}).items() if ps} for mid in specs}
+    records = changed_targets(group, targets, target_assignment_record)
     records.append(target_epoch_record(group.group_id, group_epoch))
     log.info("[GroupId %s] Computed a new target assignment for epoch %d with '%s' assignor.",
              group.group_id, group_epoch, assignor.name)

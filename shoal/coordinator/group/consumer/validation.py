@@ -83,17 +83,19 @@ def check_epoch(member: ConsumerMember, received: int, owned: OwnedPartitions) -
     """FENCED_MEMBER_EPOCH unless the epoch is the member's, or its previous one with no partition
     beyond its assignment (the answer that bumped it was lost). Epoch 0 is a rejoin, always allowed
     (KAFKA-19233: a fenced member that keeps its member id, as KIP-1082 clients do, rejoins so)."""
-    if received == JOIN_GROUP_MEMBER_EPOCH:
+    check_member_epoch("consumer", member, received, _subset(owned, member.assigned))
+
+
+def check_member_epoch(kind: str, member: Any, received: int, previous_ok: bool, smaller_detail: str = "") -> None:
+    """Kafka's throwIf{Consumer,Share}GroupMemberEpochIsInvalid: FENCED_MEMBER_EPOCH unless the epoch
+    is 0 (a join), the member's, or its previous one when `previous_ok`."""
+    if received in (JOIN_GROUP_MEMBER_EPOCH, member.member_epoch) or (
+            received == member.previous_member_epoch and received < member.member_epoch and previous_ok):
         return
-    if received > member.member_epoch:
-        raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch "
-                             f"({received}) than the one known by the group coordinator ({member.member_epoch}). "
-                             "The member must abandon all its partitions and rejoin.")
-    if received < member.member_epoch and (received != member.previous_member_epoch
-                                           or not _subset(owned, member.assigned)):
-        raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
-                             f"({received}) than the one known by the group coordinator ({member.member_epoch}). "
-                             "The member must abandon all its partitions and rejoin.")
+    relation, detail = ("greater", "") if received > member.member_epoch else ("smaller", smaller_detail)
+    raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The {kind} group member has a {relation} member epoch "
+                         f"({received}) than the one known by the group coordinator ({member.member_epoch}){detail}. "
+                         "The member must abandon all its partitions and rejoin.")
 
 
 def check_regex(old: str | None, new: str | None) -> None:

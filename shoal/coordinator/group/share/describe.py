@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 from shoal.coordinator.group.consumer.member import Partitions
 from shoal.coordinator.group.consumer.topics import TopicsView
+from shoal.coordinator.group.modern import described_assignment, with_operations
+from shoal.coordinator.group.records import topic_partitions
 from shoal.coordinator.group.share.group import ShareGroup
-from shoal.coordinator.group.share.records import sorted_pairs
-from shoal.protocol.acl_operations import GROUP_OPERATIONS
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.share_group_describe_response import ShareGroupDescribeResponse
 from shoal.protocol.generated.share_group_heartbeat_response import ShareGroupHeartbeatResponse
@@ -22,17 +22,7 @@ D = ShareGroupDescribeResponse
 def heartbeat_assignment(partitions: Partitions) -> ShareGroupHeartbeatResponse.Assignment:
     """Kafka's ShareGroupHeartbeatResponse.createAssignment."""
     cls = ShareGroupHeartbeatResponse
-    return cls.Assignment(topic_partitions=[cls.TopicPartitions(topic_id=t, partitions=ps)
-                                            for t, ps in sorted_pairs(partitions)])
-
-
-def _assignment(partitions: Partitions, topics: TopicsView) -> D.Assignment:
-    out = []
-    for topic_id, ps in sorted_pairs(partitions):
-        meta = topics.by_id(topic_id)
-        if meta is not None:  # a deleted topic is left out (Kafka: not in the metadata image)
-            out.append(D.TopicPartitions(topic_id=topic_id, topic_name=meta.name, partitions=ps))
-    return D.Assignment(topic_partitions=out)
+    return cls.Assignment(topic_partitions=topic_partitions(cls.TopicPartitions, partitions))
 
 
 def describe_group(group_id: str, group: Group | None, assignor_name: str, topics: TopicsView,
@@ -46,11 +36,9 @@ def describe_group(group_id: str, group: Group | None, assignor_name: str, topic
     members = [D.Member(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                         client_id=m.client_id, client_host=m.client_host,
                         subscribed_topic_names=list(m.subscribed_topic_names),
-                        assignment=_assignment(m.assigned, topics))
+                        assignment=described_assignment(D, m.assigned, topics))
                for m in group.members.values()]
-    described = D.DescribedGroup(group_id=group_id, group_state=group.state_name, group_epoch=group.group_epoch,
-                                 assignment_epoch=group.assignment_epoch, assignor_name=assignor_name,
-                                 members=members)
-    if include_authorized_operations:
-        described.authorized_operations = GROUP_OPERATIONS  # every operation, as Kafka without an authorizer
-    return described
+    return with_operations(D.DescribedGroup(
+        group_id=group_id, group_state=group.state_name, group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch, assignor_name=assignor_name, members=members),
+        include_authorized_operations)

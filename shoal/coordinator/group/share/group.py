@@ -7,25 +7,19 @@ at once, so its states are only Empty, Stable (members) and Dead (deleted), as K
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 from uuid import UUID
 
 from shoal.coordinator.group.consumer.member import Partitions
+from shoal.coordinator.group.modern import ModernGroup
 from shoal.coordinator.group.share import records as R
 from shoal.coordinator.group.types import GroupType, OffsetExpiration, TopicPartition
 from shoal.coordinator.result import Record
 from shoal.protocol.errors import ErrorCode
-from shoal.protocol.generated.describe_groups_response import DescribeGroupsResponse
-from shoal.protocol.generated.list_groups_response import ListGroupsResponse
 
 E = ErrorCode
-SHARE_PROTOCOL_TYPE = "share"
 
-# Member epochs with a meaning (Kafka's ShareGroupHeartbeatRequest constants).
-JOIN_GROUP_MEMBER_EPOCH = 0
-LEAVE_GROUP_MEMBER_EPOCH = -1
 STABLE_MEMBER_STATE = 0  # Kafka's MemberState.STABLE, the only state a share member is in
 
 
@@ -64,41 +58,22 @@ class InitializedTopic:
     partitions: frozenset[int]
 
 
-class ShareGroup:
+class ShareGroup(ModernGroup):
     """One share group of a shard (a `types.Group`)."""
+
+    States = ShareGroupState
+    group_type = GroupType.SHARE
 
     def __init__(self, group_id: str, epoch: int = 1) -> None:
         # Kafka's ModernGroup starts every group at epoch 1 (0 is a joining member's epoch).
-        self.group_id = group_id
-        self.group_epoch = epoch
+        super().__init__(group_id, epoch)
         self.metadata_hash = 0
-        self.assignment_epoch = epoch
         self.assignment_timestamp = 0
-        self.state = ShareGroupState.EMPTY
         self.members: dict[str, ShareMember] = {}
-        self.target: dict[str, Partitions] = {}  # member id -> target assignment
         # ShareGroupStatePartitionMetadata: topic id -> (name, partitions)
         self.initializing: dict[UUID, InitializedTopic] = {}
         self.initialized: dict[UUID, InitializedTopic] = {}
         self.deleting: dict[UUID, str] = {}
-
-    # ------------------------------------------------------------ reads
-    def subscribed_topic_names(self, old: ShareMember | None = None, new: ShareMember | None = None) -> set[str]:
-        """The topics the members subscribe to, `old`'s subscription replaced by `new`'s."""
-        counts: Counter[str] = Counter()
-        for m in self.members.values():
-            counts.update(m.subscribed_topic_names)
-        if old is not None:
-            counts.subtract(old.subscribed_topic_names)
-        if new is not None:
-            counts.update(new.subscribed_topic_names)
-        return {t for t, n in counts.items() if n > 0}
-
-    def is_subscribed_to_topic(self, topic: str) -> bool:
-        return any(topic in m.subscribed_topic_names for m in self.members.values())
-
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
 
     # ------------------------------------------------------------ changes (from replay only)
     def update_member(self, member: ShareMember) -> None:
@@ -115,17 +90,6 @@ class ShareGroup:
             self.state = ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
 
     # ------------------------------------------------------------ the Group protocol
-    @property
-    def type(self) -> GroupType:
-        return GroupType.SHARE
-
-    @property
-    def state_name(self) -> str:
-        return self.state.value
-
-    def is_empty(self) -> bool:
-        return self.state == ShareGroupState.EMPTY
-
     def _not_consumer(self) -> ErrorCode:
         # Kafka 4.4's ShareGroup.validateOffsetCommit/Fetch/Delete throw GroupIdNotFoundException
         # ("Group %s is not a consumer group.").
@@ -142,36 +106,15 @@ class ShareGroup:
                                ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
         return self._not_consumer()
 
-    def validate_delete_group(self) -> ErrorCode | None:
-        """Kafka's ShareGroup.validateDeleteGroup: Dead is not found, members make it non-empty."""
-        if self.state == ShareGroupState.DEAD:
-            return E.GROUP_ID_NOT_FOUND
-        return None if self.state == ShareGroupState.EMPTY else E.NON_EMPTY_GROUP
-
     def offset_expiration(self) -> OffsetExpiration | None:
         """A share group has no committed offsets of its own (Kafka: shouldExpire is false)."""
         return None
 
     def tombstone_records(self) -> list[Record]:
         """Kafka's ShareGroup.createGroupTombstoneRecords, in its order."""
-        gid = self.group_id
-        records: list[Record] = [R.current_assignment_tombstone(gid, mid) for mid in self.members]
-        records += [R.target_assignment_tombstone(gid, mid) for mid in self.members]
-        records.append(R.target_epoch_tombstone(gid))
-        records += [R.member_metadata_tombstone(gid, mid) for mid in self.members]
-        records.append(R.state_partition_metadata_tombstone(gid))
-        records.append(R.group_epoch_tombstone(gid))
-        return records
-
-    def describe(self) -> DescribeGroupsResponse.DescribedGroup:
-        """DescribeGroups (the classic API) does not describe share groups: answered as for a group
-        of another type (the consumer group type does the same), Dead without an error."""
-        return DescribeGroupsResponse.DescribedGroup(error_code=0, group_id=self.group_id,
-                                                     group_state=ShareGroupState.DEAD.value,
-                                                     protocol_type="", protocol_data="", members=[])
-
-    def list_entry(self) -> ListGroupsResponse.ListedGroup | None:
-        if self.state == ShareGroupState.DEAD:
-            return None
-        return ListGroupsResponse.ListedGroup(group_id=self.group_id, protocol_type=SHARE_PROTOCOL_TYPE,
-                                              group_state=self.state.value, group_type=self.type.value)
+        gid, t = self.group_id, R.tombstone
+        records: list[Record] = [t(R.CURRENT_MEMBER_ASSIGNMENT, gid, mid) for mid in self.members]
+        records += [t(R.TARGET_ASSIGNMENT_MEMBER, gid, mid) for mid in self.members]
+        records.append(t(R.TARGET_ASSIGNMENT_METADATA, gid))
+        records += [t(R.MEMBER_METADATA, gid, mid) for mid in self.members]
+        return records + [t(R.STATE_PARTITION_METADATA, gid), t(R.GROUP_METADATA, gid)]

@@ -4,38 +4,37 @@ ShareGroupHeartbeat v1 (join with epoch 0, heartbeat, leave with -1), ShareGroup
 session timers, and the replay of key versions 10-15. As Kafka's GroupMetadataManager: a heartbeat
 is computed from the state as it is, its records are emitted (and so replayed) at the end, and an
 error changes nothing. A share member takes its target assignment at once (no revocation), so its
-member epoch is the assignment epoch as soon as it heartbeats.
-
-`share_group_member(group_id, member_id)` is the query the share-fetch data path may use to check
-that a ShareFetch/ShareAcknowledge comes from a member of the group.
+member epoch is the assignment epoch as soon as it heartbeats. (The shard's `share_group_member`
+is the query the share-fetch data path may use to check a ShareFetch/ShareAcknowledge's member.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from shoal.assignors.server.spec import GroupSpec, MemberSpec, TopicSpec
 from shoal.assignors.share_simple import SHARE_ASSIGNORS, SimpleAssignor
-from shoal.coordinator.group.consumer.member import Partitions, partitions_equal
-from shoal.coordinator.group.consumer.topics import StaticTopics, TopicMeta, TopicsView
-from shoal.coordinator.group.consumer.validation import HeartbeatError
-from shoal.coordinator.group.share import records as R
-from shoal.coordinator.group.share.describe import describe_group, heartbeat_assignment
-from shoal.coordinator.group.share.group import (
+from shoal.coordinator.group.consumer.member import (  # share epochs 0 and -1 mean what they do there
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
-    InitializedTopic,
-    ShareGroup,
-    ShareMember,
+    Partitions,
+    partitions_equal,
 )
+from shoal.coordinator.group.consumer.target import subscription_metadata
+from shoal.coordinator.group.consumer.topics import TopicsView
+from shoal.coordinator.group.consumer.validation import HeartbeatError, check_member_epoch
+from shoal.coordinator.group.modern import NEW_GROUP_EPOCH, ModernGroupManager, Step, changed_targets
+from shoal.coordinator.group.records import sorted_pairs
+from shoal.coordinator.group.share import records as R
+from shoal.coordinator.group.share.describe import describe_group, heartbeat_assignment
+from shoal.coordinator.group.share.group import InitializedTopic, ShareGroup, ShareMember
 from shoal.coordinator.group.share.replay import replay_record
-from shoal.coordinator.group.types import Group
-from shoal.coordinator.result import Record, ShardRequest
+from shoal.coordinator.result import ShardRequest
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.share_group_describe_response import ShareGroupDescribeResponse
@@ -46,21 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 E = ErrorCode
-# Kafka's ModernGroup starts every group (consumer and share) at epoch 1.
-NEW_GROUP_EPOCH = 1
 MAX_MEMBER_ID_LENGTH = 36  # a UUID string, as the client generates it
-
-
-def session_timer_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("share-session", group_id, member_id)
-
-
-@dataclass
-class _Step:
-    """A heartbeat being computed: the records it will write and the timers it will set."""
-
-    records: list[Record] = field(default_factory=list)
-    after: list[Callable[[], None]] = field(default_factory=list)
 
 
 def validate_request(req: Any) -> None:
@@ -82,17 +67,8 @@ def validate_request(req: Any) -> None:
 def check_epoch(member: ShareMember, received: int) -> None:
     """Kafka's throwIfShareGroupMemberEpochIsInvalid: a join (0) is always taken; otherwise the epoch
     is the member's, or its previous one (the response carrying the new epoch was lost)."""
-    if received == JOIN_GROUP_MEMBER_EPOCH:
-        return
-    if received > member.member_epoch:
-        raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The share group member has a greater member epoch ({received})"
-                             f" than the one known by the group coordinator ({member.member_epoch}). The member "
-                             "must abandon all its partitions and rejoin.")
-    if received < member.member_epoch and received != member.previous_member_epoch:
-        raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch ({received})"
-                             f" than the one known by the group coordinator ({member.member_epoch}), and it does "
-                             f"not match the previous member epoch ({member.previous_member_epoch}). The member "
-                             "must abandon all its partitions and rejoin.")
+    check_member_epoch("share", member, received, True, ", and it does not match the previous member epoch "
+                       f"({member.previous_member_epoch})")
 
 
 def metadata_hash(topic_names: Iterable[str], topics: TopicsView) -> int:
@@ -105,25 +81,19 @@ def metadata_hash(topic_names: Iterable[str], topics: TopicsView) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True)
 
 
-class ShareGroupManager:
-    """The share group type of one shard (a `types.GroupTypeManager`)."""
+class ShareGroupManager(ModernGroupManager):
+    """The share group type of one shard (a `types.GroupTypeManager`; what it shares with the consumer
+    group type is in `modern.ModernGroupManager`)."""
 
     record_key_versions = R.KEY_VERSIONS
+    group_class = ShareGroup
 
     def __init__(self, shard: GroupCoordinatorShard, topics: TopicsView | None = None,
                  assignors: Mapping[str, SimpleAssignor] | None = None) -> None:
-        self.shard = shard
-        self.config = shard.config
-        self.timers = shard.timers
-        self.topics: TopicsView = topics if topics is not None else StaticTopics()
+        super().__init__(shard, topics, {ApiKey.SHARE_GROUP_HEARTBEAT: self.heartbeat,
+                                         ApiKey.SHARE_GROUP_DESCRIBE: self.describe},
+                         shard.config.share_session_timeout_ms, lambda: self.config.share_groups_enabled)
         self.assignors = dict(assignors if assignors is not None else SHARE_ASSIGNORS)
-        self._handlers: dict[ApiKey, Callable[[ShardRequest, Any, int], Any]] = {
-            ApiKey.SHARE_GROUP_HEARTBEAT: self.heartbeat, ApiKey.SHARE_GROUP_DESCRIBE: self.describe}
-        self.api_keys = frozenset(self._handlers)
-
-    @property
-    def groups(self) -> dict[str, Group]:
-        return self.shard.groups
 
     @property
     def assignor(self) -> SimpleAssignor:
@@ -133,31 +103,15 @@ class ShareGroupManager:
                 return self.assignors[name]
         return next(iter(self.assignors.values()))
 
-    def handle(self, ctx: ShardRequest, request: Any, now_ms: int) -> Any:
-        return self._handlers[ctx.api_key](ctx, request, now_ms)
-
-    def share_group_member(self, group_id: str, member_id: str) -> bool:
-        """Whether `member_id` is a member of the share group `group_id` (for the share-fetch path)."""
-        group = self.groups.get(group_id)
-        return isinstance(group, ShareGroup) and member_id in group.members
-
     # ================================================================ ShareGroupHeartbeat
     def heartbeat(self, ctx: ShardRequest, req: Any, now_ms: int) -> ShareGroupHeartbeatResponse:
-        if not self.config.share_groups_enabled:
-            return ShareGroupHeartbeatResponse(error_code=E.UNSUPPORTED_VERSION)
-        step = _Step()
-        try:
+        def compute(step: Step) -> ShareGroupHeartbeatResponse:
             validate_request(req)
             if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-                response = self._leave(req, step, now_ms)
-            else:
-                response = self._heartbeat(ctx, req, step, now_ms)
-        except HeartbeatError as e:
-            log.info("[GroupId %s] ShareGroupHeartbeat of member %r at epoch %d refused: %s (%s)", req.group_id,
-                     req.member_id, req.member_epoch, e.code.name, e.message)
-            return ShareGroupHeartbeatResponse(error_code=e.code, error_message=e.message)
-        self._apply(step)
-        return response
+                return self._leave(req, step, now_ms)
+            return self._heartbeat(ctx, req, step, now_ms)
+
+        return self._run("ShareGroupHeartbeat", req, ShareGroupHeartbeatResponse, compute)
 
     def _group_for_heartbeat(self, group_id: str, create: bool) -> ShareGroup:
         """Kafka's getOrMaybeCreateShareGroup: no conversion from any other type."""
@@ -170,7 +124,7 @@ class ShareGroupManager:
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         return group
 
-    def _heartbeat(self, ctx: ShardRequest, req: Any, step: _Step, now_ms: int) -> ShareGroupHeartbeatResponse:
+    def _heartbeat(self, ctx: ShardRequest, req: Any, step: Step, now_ms: int) -> ShareGroupHeartbeatResponse:
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         group = self._group_for_heartbeat(req.group_id, joining)
         member_id = req.member_id
@@ -178,11 +132,8 @@ class ShareGroupManager:
         if len(group.members) >= max_size and member_id not in group.members:
             raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
                                  f"The share group has reached its maximum capacity of {max_size} members.")
-        member = group.members.get(member_id)
+        member = group.members.get(member_id) if joining else self.known_member(group, member_id)
         if member is None:
-            if not joining:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
-                                     f"{group.group_id}.")
             log.info("[GroupId %s] Member %s joins the share group using the share protocol.",
                      group.group_id, member_id)
         known = member
@@ -208,7 +159,7 @@ class ShareGroupManager:
         return response
 
     def _maybe_bump_epoch(self, group: ShareGroup, known: ShareMember | None, updated: ShareMember,
-                          step: _Step) -> int:
+                          step: Step) -> int:
         """Write the member's metadata if it changed; bump the group epoch when the subscriptions or the
         subscribed topics (created, deleted, grown) changed."""
         bump = False
@@ -223,17 +174,14 @@ class ShareGroupManager:
             log.info("[GroupId %s] Bumped group epoch to %d with metadata hash %d.", group.group_id, epoch, new_hash)
         return epoch
 
-    def _target(self, group: ShareGroup, group_epoch: int, updated: ShareMember, step: _Step,
+    def _target(self, group: ShareGroup, group_epoch: int, updated: ShareMember, step: Step,
                 now_ms: int) -> tuple[int, Partitions]:
         if group_epoch <= group.assignment_epoch:
             return group.assignment_epoch, group.target.get(updated.member_id, {})
         members = dict(group.members)
         members[updated.member_id] = updated
         targets = self.compute_target(group, members)
-        for member_id, new in targets.items():
-            old = group.target.get(member_id)
-            if old is None or not partitions_equal(old, new):
-                step.records.append(R.target_assignment_record(group.group_id, member_id, new))
+        step.records += changed_targets(group, targets, R.target_assignment_record)
         step.records.append(R.target_epoch_record(group.group_id, group_epoch, now_ms))
         log.info("[GroupId %s] Computed a new target assignment for epoch %d with '%s' assignor.",
                  group.group_id, group_epoch, self.assignor.name)
@@ -241,11 +189,7 @@ class ShareGroupManager:
 
     def compute_target(self, group: ShareGroup, members: Mapping[str, ShareMember]) -> dict[str, Partitions]:
         """Every member's new target assignment from the assignor (Kafka's ShareTargetAssignmentBuilder)."""
-        metas: dict[str, TopicMeta] = {}
-        for name in sorted({t for m in members.values() for t in m.subscribed_topic_names}):
-            meta = self.topics.by_name(name)
-            if meta is not None:
-                metas[name] = meta
+        metas = subscription_metadata({t for m in members.values() for t in m.subscribed_topic_names}, self.topics)
         specs = {mid: MemberSpec(subscribed_topic_ids=frozenset(metas[n].topic_id for n in m.subscribed_topic_names
                                                                 if n in metas),
                                  rack_id=m.rack_id, assigned=dict(group.target.get(mid, {})))
@@ -256,7 +200,7 @@ class ShareGroupManager:
 
     @staticmethod
     def _reconcile(group: ShareGroup, member: ShareMember, target_epoch: int, target: Partitions,
-                   subscription_changed: bool, step: _Step) -> ShareMember:
+                   subscription_changed: bool, step: Step) -> ShareMember:
         """Kafka's ShareGroupAssignmentBuilder: the member takes its target at once."""
         if not subscription_changed and member.member_epoch == target_epoch and partitions_equal(
                 member.assigned, target) and member.member_id in group.members:
@@ -267,11 +211,11 @@ class ShareGroupManager:
             step.records.append(R.current_assignment_record(group.group_id, updated))
             log.info("[GroupId %s] Member %s new assignment state: epoch=%d, previousEpoch=%d, assignedPartitions=%s.",
                      group.group_id, updated.member_id, updated.member_epoch, updated.previous_member_epoch,
-                     R.sorted_pairs(updated.assigned))
+                     sorted_pairs(updated.assigned))
         return updated
 
     def _maybe_initialize(self, group: ShareGroup, known: ShareMember | None, updated: ShareMember,
-                          step: _Step) -> None:
+                          step: Step) -> None:
         """ShareGroupStatePartitionMetadata: the subscribed topics' partitions not yet initialized are
         recorded as initialized (Kafka records them initializing, asks the share coordinator to
         initialize their state, then records them initialized; here the data path initializes
@@ -293,21 +237,18 @@ class ShareGroupManager:
             step.records.append(R.state_partition_metadata_record(group.group_id, {}, initialized, group.deleting))
 
     # ================================================================ leaving, fencing
-    def _leave(self, req: Any, step: _Step, now_ms: int) -> ShareGroupHeartbeatResponse:
+    def _leave(self, req: Any, step: Step, now_ms: int) -> ShareGroupHeartbeatResponse:
         group = self.groups.get(req.group_id)
         if group is None:
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         if not isinstance(group, ShareGroup):
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
-        member = group.members.get(req.member_id)
-        if member is None:
-            raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group "
-                                 f"{group.group_id}.")
+        member = self.known_member(group, req.member_id)
         log.info("[GroupId %s] Member %s left the share group.", group.group_id, member.member_id)
         self._fence_records(group, member, step, now_ms)
         return ShareGroupHeartbeatResponse(error_code=0, member_id=req.member_id, member_epoch=req.member_epoch)
 
-    def _fence_records(self, group: ShareGroup, member: ShareMember, step: _Step, now_ms: int) -> None:
+    def _fence_records(self, group: ShareGroup, member: ShareMember, step: Step, now_ms: int) -> None:
         """Kafka's shareGroupFenceMember: the member's tombstones, a new epoch (with the new metadata
         hash); the last member leaving brings the assignment epoch up to it."""
         gid = group.group_id
@@ -317,18 +258,7 @@ class ShareGroupManager:
         step.records.append(R.group_epoch_record(gid, epoch, new_hash))
         if set(group.members) <= {member.member_id}:
             step.records.append(R.target_epoch_record(gid, epoch, now_ms))
-        step.after.append(lambda: self.timers.cancel(session_timer_key(gid, member.member_id)))
-
-    def fence(self, group_id: str, member_id: str, reason: str, now_ms: int) -> None:
-        """Fence a member from a timer (nothing if it is gone)."""
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if isinstance(group, ShareGroup) else None
-        if not isinstance(group, ShareGroup) or member is None:
-            return
-        log.info("[GroupId %s] Member %s fenced from the group because %s", group_id, member_id, reason)
-        step = _Step()
-        self._fence_records(group, member, step, now_ms)
-        self._apply(step)
+        step.after.append(lambda: self.timers.cancel(self.session_timer_key(gid, member.member_id)))
 
     def forget_topics(self, group_id: str, topic_ids: set[UUID]) -> set[UUID]:
         """DeleteShareGroupOffsets: the topics' share state is gone, so they leave the group's
@@ -343,27 +273,11 @@ class ShareGroupManager:
             self.shard.emit(*R.state_partition_metadata_record(group.group_id, {}, kept, group.deleting))
         return gone
 
-    def _apply(self, step: _Step) -> None:
-        """Write a step's records (applied at once through the shard's replay), then its timer changes."""
-        for key, value in step.records:
-            self.shard.emit(key, value)
-        for action in step.after:
-            action()
-
-    # ================================================================ timers
-    def schedule_session(self, group_id: str, member_id: str, now_ms: int) -> None:
-        """The member's session deadline: group.share.session.timeout.ms, or the group's own."""
-        timeout = self.config.share_session_timeout_ms(group_id)
-        self.timers.schedule(session_timer_key(group_id, member_id), now_ms + timeout,
-                             lambda t: self.fence(group_id, member_id, "the member session expired.", t))
-
     # ================================================================ ShareGroupDescribe
     def describe(self, ctx: ShardRequest, req: Any, now_ms: int) -> ShareGroupDescribeResponse:
-        D = ShareGroupDescribeResponse
-        if not self.config.share_groups_enabled:
-            return D(groups=[D.DescribedGroup(group_id=gid, error_code=E.UNSUPPORTED_VERSION) for gid in req.group_ids])
-        return D(groups=[describe_group(gid, self.groups.get(gid), self.assignor.name, self.topics,
-                                        bool(req.include_authorized_operations)) for gid in req.group_ids])
+        return ShareGroupDescribeResponse(groups=[describe_group(
+            gid, self.groups.get(gid), self.assignor.name, self.topics, bool(req.include_authorized_operations))
+            for gid in req.group_ids])
 
     # ================================================================ replay / load / unload
     def replay(self, key: bytes, value: bytes | None, producer_id: int) -> None:
@@ -371,10 +285,6 @@ class ShareGroupManager:
 
     def on_loaded(self, now_ms: int) -> None:
         """Re-arm every member's session timer."""
-        for group in list(self.groups.values()):
-            if isinstance(group, ShareGroup):
-                for member_id in group.members:
-                    self.schedule_session(group.group_id, member_id, now_ms)
-
-    def unload(self) -> None:
-        pass
+        for group in self.own_groups():
+            for member_id in group.members:
+                self.schedule_session(group.group_id, member_id, now_ms)

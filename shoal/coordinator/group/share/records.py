@@ -15,13 +15,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from shoal.coordinator.group.consumer.member import Partitions
-from shoal.coordinator.group.records import (
-    sorted_pairs,
-    typed_decode_key,
-    typed_decode_value,
-    typed_key,
-    typed_value,
-)
+from shoal.coordinator.group.records import TypedRecords, topic_partitions
 from shoal.coordinator.result import Record
 from shoal.protocol.generated.share_group_current_member_assignment_key import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -62,10 +56,8 @@ TARGET_ASSIGNMENT_MEMBER = 13
 CURRENT_MEMBER_ASSIGNMENT = 14
 STATE_PARTITION_METADATA = 15
 KEY_VERSIONS = frozenset(range(MEMBER_METADATA, STATE_PARTITION_METADATA + 1))
-VALUE_VERSION = 0
 
-# key version -> (key class, value class, the key's field after the group id, if any)
-RECORD_TYPES: dict[int, tuple[Any, Any, str | None]] = {
+TYPES = TypedRecords({
     MEMBER_METADATA: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, "member_id"),
     GROUP_METADATA: (ShareGroupMetadataKey, ShareGroupMetadataValue, None),
     TARGET_ASSIGNMENT_METADATA: (ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue,
@@ -73,64 +65,39 @@ RECORD_TYPES: dict[int, tuple[Any, Any, str | None]] = {
     TARGET_ASSIGNMENT_MEMBER: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, "member_id"),
     CURRENT_MEMBER_ASSIGNMENT: (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, "member_id"),
     STATE_PARTITION_METADATA: (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, None),
-}
-
-def _key(version: int, group_id: str, second: str | None = None) -> bytes:
-    return typed_key(RECORD_TYPES, version, group_id, second)
-
-
-def _value(message: Any) -> bytes:
-    return typed_value(message, VALUE_VERSION)
+})
+decode_key = TYPES.decode_key  # (key version, group id, member id or None)
+decode_value = TYPES.decode_value
+tombstone = TYPES.tombstone
 
 
-# ---------------------------------------------------------------- records and tombstones
+# ---------------------------------------------------------------- records
 def member_metadata_record(group_id: str, m: ShareMember) -> Record:
     value = ShareGroupMemberMetadataValue(rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
                                           subscribed_topic_names=list(m.subscribed_topic_names))
-    return _key(MEMBER_METADATA, group_id, m.member_id), _value(value)
-
-
-def member_metadata_tombstone(group_id: str, member_id: str) -> Record:
-    return _key(MEMBER_METADATA, group_id, member_id), None
+    return TYPES.record(MEMBER_METADATA, group_id, value, m.member_id)
 
 
 def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
-    return _key(GROUP_METADATA, group_id), _value(ShareGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash))
-
-
-def group_epoch_tombstone(group_id: str) -> Record:
-    return _key(GROUP_METADATA, group_id), None
+    return TYPES.record(GROUP_METADATA, group_id, ShareGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash))
 
 
 def target_epoch_record(group_id: str, epoch: int, timestamp_ms: int) -> Record:
-    return _key(TARGET_ASSIGNMENT_METADATA, group_id), _value(
-        ShareGroupTargetAssignmentMetadataValue(assignment_epoch=epoch, assignment_timestamp=timestamp_ms))
-
-
-def target_epoch_tombstone(group_id: str) -> Record:
-    return _key(TARGET_ASSIGNMENT_METADATA, group_id), None
+    return TYPES.record(TARGET_ASSIGNMENT_METADATA, group_id, ShareGroupTargetAssignmentMetadataValue(
+        assignment_epoch=epoch, assignment_timestamp=timestamp_ms))
 
 
 def target_assignment_record(group_id: str, member_id: str, partitions: Partitions) -> Record:
     cls = ShareGroupTargetAssignmentMemberValue
-    value = cls(topic_partitions=[cls.TopicPartition(topic_id=t, partitions=ps) for t, ps in sorted_pairs(partitions)])
-    return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), _value(value)
-
-
-def target_assignment_tombstone(group_id: str, member_id: str) -> Record:
-    return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), None
+    value = cls(topic_partitions=topic_partitions(cls.TopicPartition, partitions))
+    return TYPES.record(TARGET_ASSIGNMENT_MEMBER, group_id, value, member_id)
 
 
 def current_assignment_record(group_id: str, m: ShareMember) -> Record:
     cls = ShareGroupCurrentMemberAssignmentValue
     value = cls(member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
-                assigned_partitions=[cls.TopicPartitions(topic_id=t, partitions=ps)
-                                     for t, ps in sorted_pairs(m.assigned)])
-    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id), _value(value)
-
-
-def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
-    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), None
+                assigned_partitions=topic_partitions(cls.TopicPartitions, m.assigned))
+    return TYPES.record(CURRENT_MEMBER_ASSIGNMENT, group_id, value, m.member_id)
 
 
 def state_partition_metadata_record(group_id: str, initializing: Mapping[UUID, InitializedTopic],
@@ -145,24 +112,10 @@ def state_partition_metadata_record(group_id: str, initializing: Mapping[UUID, I
     value = cls(initializing_topics=infos(initializing), initialized_topics=infos(initialized),
                 deleting_topics=[cls.TopicInfo(topic_id=t, topic_name=n)
                                  for t, n in sorted(deleting.items(), key=lambda kv: str(kv[0]))])
-    return _key(STATE_PARTITION_METADATA, group_id), _value(value)
-
-
-def state_partition_metadata_tombstone(group_id: str) -> Record:
-    return _key(STATE_PARTITION_METADATA, group_id), None
+    return TYPES.record(STATE_PARTITION_METADATA, group_id, value)
 
 
 def remove_member_records(group_id: str, member_id: str) -> list[Record]:
     """A member's tombstones, in Kafka's order (current assignment, target assignment, metadata)."""
-    return [current_assignment_tombstone(group_id, member_id), target_assignment_tombstone(group_id, member_id),
-            member_metadata_tombstone(group_id, member_id)]
-
-
-# ---------------------------------------------------------------- decoding
-def decode_key(key: bytes | memoryview) -> tuple[int, str, str | None]:
-    """(key version, group id, member id or None) of a share group record key."""
-    return typed_decode_key(RECORD_TYPES, key)
-
-
-def decode_value(key_version: int, value: bytes | memoryview) -> Any:
-    return typed_decode_value(RECORD_TYPES, key_version, value)
+    return [tombstone(t, group_id, member_id)
+            for t in (CURRENT_MEMBER_ASSIGNMENT, TARGET_ASSIGNMENT_MEMBER, MEMBER_METADATA)]

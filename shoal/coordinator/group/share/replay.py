@@ -5,78 +5,45 @@ The one path that changes a ShareGroup, live (every emitted record) and on load.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from typing import Any
 
-from shoal.coordinator.group.consumer.member import as_partitions
+from shoal.coordinator.group.consumer.member import LEAVE_GROUP_MEMBER_EPOCH, partitions_of
+from shoal.coordinator.group.modern import persisted_group
 from shoal.coordinator.group.share import records as R
-from shoal.coordinator.group.share.group import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    InitializedTopic,
-    ShareGroup,
-    ShareGroupState,
-    ShareMember,
-)
+from shoal.coordinator.group.share.group import InitializedTopic, ShareGroup, ShareMember
 from shoal.coordinator.group.types import Group, GroupType
 
-log = logging.getLogger(__name__)
 
-
-def persisted_group(groups: dict[str, Group], group_id: str, create: bool) -> ShareGroup | None:
-    """The share group a record is about; created for a value (Kafka's
-    getOrMaybeCreatePersistedShareGroup), None for a tombstone of a group not here."""
-    group = groups.get(group_id)
-    if isinstance(group, ShareGroup):
-        return group
-    if not create:
-        return None
-    if group is not None and not (group.type == GroupType.CLASSIC and group.is_empty()):
-        log.warning("[GroupId %s] a share group record replaces a %s group", group_id, group.type.value)
-    new = ShareGroup(group_id)
-    groups[group_id] = new
-    return new
-
-
-def _pairs(topic_partitions: list[Any]) -> list[tuple[Any, list[int]]]:
-    return [(tp.topic_id, list(tp.partitions)) for tp in topic_partitions]
+def _empty_classic(group: Group) -> bool:
+    return group.type == GroupType.CLASSIC and group.is_empty()
 
 
 def replay_record(groups: dict[str, Group], key: bytes, value: bytes | None) -> None:
     version, group_id, member_id = R.decode_key(key)
     v = None if value is None else R.decode_value(version, value)
-    group = persisted_group(groups, group_id, v is not None)
+    group = persisted_group(groups, group_id, v is not None, ShareGroup, _empty_classic)
     if group is None:
         return
     mid = member_id or ""
     if version == R.GROUP_METADATA:
-        _group_epoch(groups, group, v)
+        if v is None:
+            group.drop(groups)
+        else:
+            group.group_epoch = v.epoch
+            group.metadata_hash = v.metadata_hash
+            group.update_state()
     elif version == R.MEMBER_METADATA:
         _member_metadata(group, mid, v)
     elif version == R.TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = -1 if v is None else v.assignment_epoch
         group.assignment_timestamp = 0 if v is None else v.assignment_timestamp
     elif version == R.TARGET_ASSIGNMENT_MEMBER:
-        if v is None:
-            group.target.pop(mid, None)
-        else:
-            group.target[mid] = as_partitions(_pairs(v.topic_partitions))
+        group.replay_target(mid, v)
     elif version == R.CURRENT_MEMBER_ASSIGNMENT:
         _current_assignment(group, mid, v)
     elif version == R.STATE_PARTITION_METADATA:
         _state_partition_metadata(group, v)
-
-
-def _group_epoch(groups: dict[str, Group], group: ShareGroup, v: Any) -> None:
-    if v is not None:
-        group.group_epoch = v.epoch
-        group.metadata_hash = v.metadata_hash
-        group.update_state()
-        return
-    if group.members or group.target:
-        log.warning("[GroupId %s] group tombstone while it still has members or targets", group.group_id)
-    group.state = ShareGroupState.DEAD
-    groups.pop(group.group_id, None)
 
 
 def _member_metadata(group: ShareGroup, member_id: str, v: Any) -> None:
@@ -97,7 +64,7 @@ def _current_assignment(group: ShareGroup, member_id: str, v: Any) -> None:
         return
     group.update_member(replace(old or ShareMember(member_id), member_epoch=v.member_epoch,
                                 previous_member_epoch=v.previous_member_epoch, state=v.state,
-                                assigned=as_partitions(_pairs(v.assigned_partitions))))
+                                assigned=partitions_of(v.assigned_partitions)))
 
 
 def _state_partition_metadata(group: ShareGroup, v: Any) -> None:
