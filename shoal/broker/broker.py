@@ -35,6 +35,7 @@ from shoal.broker.share.manager import SharePartitions
 from shoal.broker.share_coordinators import ShareCoordinators
 from shoal.broker.topic_configs import (
     DYNAMIC_BROKER_CONFIGS,
+    THROTTLE_RATE_CONFIGS,
     InvalidBrokerConfig,
     log_config_defaults,
     topic_log_config,
@@ -247,6 +248,9 @@ class Broker:
         for name, value in configs.items():
             if name in PASSIVE_DYNAMIC_BROKER_DEFAULTS and not valid_passive_value(name, value):
                 raise InvalidBrokerConfig(f"Invalid value {value} for configuration {name}")
+            if name in THROTTLE_RATE_CONFIGS and not (valid_passive_value(name, value) and int(value) >= 0):
+                raise InvalidBrokerConfig(f"Invalid value {value} for configuration {name}: "
+                                          f"Value must be at least 0")
         stored = {**self.metadata.broker_configs, resource: dict(configs)}
         try:
             defaults = log_config_defaults(self.config.with_dynamic(*self._dynamic_layers(stored)))

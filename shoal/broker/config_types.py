@@ -22,6 +22,8 @@ _TYPES: dict[str, int] = {
     "remote.copy.lag.bytes": LONG, "remote.copy.lag.ms": LONG, "remote.log.copy.disable": BOOLEAN,
     "remote.log.delete.on.disable": BOOLEAN, "errors.deadletterqueue.group.enable": BOOLEAN,
     # broker configs (KafkaConfig and the server modules' definitions)
+    "leader.replication.throttled.rate": LONG, "follower.replication.throttled.rate": LONG,
+    "replica.alter.log.dirs.io.max.bytes.per.second": LONG,
     "listeners": LIST, "advertised.listeners": LIST, "node.id": INT, "broker.id": INT, "log.dirs": LIST,
     "log.dir": STRING, "num.partitions": INT, "default.replication.factor": INT,
     "auto.create.topics.enable": BOOLEAN, "delete.topic.enable": BOOLEAN, "log.segment.bytes": INT,

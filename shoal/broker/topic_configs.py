@@ -75,8 +75,13 @@ TOPIC_CONFIG_FALLBACK_SYNONYMS: dict[str, tuple[str, ...]] = {
 
 # Broker configs that IncrementalAlterConfigs / AlterConfigs may change at runtime: as Kafka, the
 # broker-side synonyms of topic configs (new defaults for topics that do not set their own).
+# Kafka's replication throttles (DynamicConfig.Broker, set by kafka-reassign-partitions --throttle): dynamic
+# only, with no static default that DescribeConfigs lists; kept and reported, not acted on (replicas share
+# storage, nothing is copied).
+THROTTLE_RATE_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                   "replica.alter.log.dirs.io.max.bytes.per.second"})
 DYNAMIC_BROKER_CONFIGS = frozenset({*(b for b in TOPIC_CONFIG_SYNONYMS.values() if b), "producer.id.expiration.ms",
-                                    *PASSIVE_DYNAMIC_BROKER_DEFAULTS})
+                                    *PASSIVE_DYNAMIC_BROKER_DEFAULTS, *THROTTLE_RATE_CONFIGS})
 # Topic configs that are lists (APPEND / SUBTRACT apply to them).
 LIST_TOPIC_CONFIGS = frozenset({"cleanup.policy"})
 

@@ -544,26 +544,27 @@ class PartitionLog:
         return offsets
 
     def _max_timestamp_offset(self) -> tuple[int, int] | None:
+        """The first record holding the largest timestamp of the segments kept, as Kafka finds it (its
+        segments' largest timestamps so far): records below the log start offset that DeleteRecords left
+        in a kept segment count too (kafka-get-offsets --time -3 after kafka-delete-records)."""
         best: Segment | None = None
         for seg in self._segments:
-            if seg.next_offset > self._log_start_offset and (
-                best is None or seg.max_timestamp > best.max_timestamp
-            ):
+            if seg.next_offset > seg.base_offset and (best is None or seg.max_timestamp > best.max_timestamp):
                 best = seg
         if best is None or best.max_timestamp < 0:
             return None
         target = best.max_timestamp
-        for h in best.iter_headers(best.offset_index.lookup(max(self._log_start_offset, best.base_offset))):
+        for h in best.iter_headers(best.offset_index.lookup(best.base_offset)):
             if h.max_timestamp != target:
                 continue
             batch = os.pread(best.fd, h.size, h.position)
             h.position = 0
             try:
                 for r in rb.iter_records(batch, h):
-                    if r.timestamp == target and r.offset >= self._log_start_offset:
+                    if r.timestamp == target:
                         return r.offset, r.timestamp
             except rb.RecordBatchError:  # unparsable records (see offset_for_timestamp)
-                return max(h.base_offset, self._log_start_offset), target
+                return h.base_offset, target
         return None
 
     def expire_producers(self, now_ms: int) -> int:

@@ -19,35 +19,11 @@ import pytest
 from confluent_kafka import Producer
 
 from shoal.client import Consumer
+from tests.reference.tools_helpers import Step, assert_same, hide, mask_cell, normalise
 
 pytestmark = pytest.mark.timeout(300)
 
-Step = tuple[int, str, str]  # exit code, normalised stdout, normalised stderr
 Scenario = Callable[[Callable[..., Step]], list[Step]]
-
-# What differs between two brokers by nature, whatever the tool: (pattern, replacement), in order.
-_NORMALISE = [
-    (re.compile(r"TopicId: \S+"), "TopicId: <id>"),
-    (re.compile(r"127\.0\.0\.1:\d+ \(id: \d+\)"), "<node>"),
-    (re.compile(r"(Leader|Replicas|Isr|Coordinator|broker)( ?[:=]? ?)\d[\d,]*"), r"\1\2<node>"),
-    (re.compile(r"[\w.-]*-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<member>"),
-    (re.compile(r"/127\.0\.0\.1"), "<host>"),
-    (re.compile(r"\b1\d{12}\b"), "<time>"),
-]
-
-
-def normalise(text: str) -> str:
-    for pattern, repl in _NORMALISE:
-        text = pattern.sub(repl, text)
-    # column widths follow the widest cell, which normalising changed: compare cells, not spaces
-    return "\n".join(re.sub(r"[ \t]+", " ", line).strip() for line in text.splitlines())
-
-
-def hide(text: str, extra: dict[str, str]) -> str:
-    """Replace the per-broker ids a scenario learnt (a producer id), as whole words."""
-    for old, new in extra.items():
-        text = re.sub(rf"(?<![\w-]){re.escape(old)}(?![\w-])", new, text)
-    return text
 
 
 def runner(bs: str) -> Callable[..., Step]:
@@ -75,23 +51,6 @@ def on_both(shoal_reference, kafka_broker, scenario: Callable[[str, Callable[...
         scenario(bs, record, extra)
         results[kind] = [(rc, hide(out, extra), hide(err, extra)) for rc, out, err in steps]
     return results
-
-
-def mask_cell(results: dict[str, list[Step]], header: str, column: int) -> None:
-    """In tables whose header line starts with ``header``, hide one column (a node id, a duration)."""
-    for steps in results.values():
-        for i, (rc, out, err) in enumerate(steps):
-            lines = out.splitlines()
-            if lines and lines[0].startswith(header + " "):
-                rows = [ln.split(" ") for ln in lines[1:]]
-                for row in rows:
-                    row[column] = "<hidden>"
-                steps[i] = (rc, "\n".join([lines[0], *(" ".join(r) for r in rows)]), err)
-
-
-def assert_same(results: dict[str, list[Step]]) -> None:
-    for i, (s, k) in enumerate(zip(results["shoal"], results["kafka"], strict=True)):
-        assert s == k, f"step {i} differs:\nshoal: {s}\nkafka: {k}"
 
 
 def test_topics_tool(shoal_reference, kafka_broker):

@@ -73,16 +73,16 @@ def _known(metadata: ClusterMetadata, topic: str, p: int) -> bool:
 def _election_result(metadata: ClusterMetadata, topic: str, p: int, election: int) -> ERR.PartitionResult:
     """What an election of ``topic``-``p`` comes to: the first live replica leads already."""
     code, message = ErrorCode.NONE, None
-    if not _known(metadata, topic, p):
-        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if topic not in metadata.topics:  # Kafka's controller's messages
+        code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
+    elif not _known(metadata, topic, p):
+        code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{p}"
     elif election not in (PREFERRED, UNCLEAN):
         code, message = ErrorCode.INVALID_REQUEST, f"unknown election type {election}"
     else:
         st = metadata.partition(topic, p)
         if election == PREFERRED and st.replicas and st.replicas[0] not in metadata.live:
-            code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-            message = f"Failed to elect leader for partition {topic}-{p} under strategy " \
-                      f"PreferredReplicaPartitionLeaderElectionStrategy"
+            code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # no message, as Kafka's KRaft controller
         elif st.leader < 0:
             code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
         else:  # the first live replica leads already
@@ -106,6 +106,12 @@ async def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectL
             for topic, parts in wanted])
     results = [ERR.ReplicaElectionResult(topic=topic, partition_result=[
         _election_result(metadata, topic, p, election) for p in parts]) for topic, parts in wanted]
+    if req.topic_partitions is None:
+        # as Kafka's controller: an election of every partition leaves out those that needed none, and
+        # topics with nothing left
+        for r in results:
+            r.partition_result = [x for x in r.partition_result if x.error_code != ErrorCode.ELECTION_NOT_NEEDED]
+        results = [r for r in results if r.partition_result]
     return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=results)
 
 

@@ -25,6 +25,9 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+# the first ListOffsets version that may ask for each special timestamp (Kafka's ReplicaManager table);
+# any other negative timestamp, or one asked at an older version, is UNSUPPORTED_VERSION
+_SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
@@ -33,8 +36,10 @@ _DESCRIBE_TOPIC = (Access(ResourceType.TOPIC, AclOperation.DESCRIBE),)
 
 def _offset_for(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int, int]:
     """(timestamp, offset) that ListOffsets answers for ``ts`` (a timestamp or a special value)."""
-    if ts in (LATEST, LATEST_TIERED):
+    if ts == LATEST:
         return -1, plog.last_stable_offset if read_committed else plog.high_watermark
+    if ts == LATEST_TIERED:  # no tiered storage: nothing is tiered, as Kafka without remote storage answers
+        return -1, -1
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return -1, plog.log_start_offset
     found = plog.offset_for_timestamp(ts)  # a timestamp, or MAX_TIMESTAMP (-3), which storage resolves too
@@ -47,6 +52,10 @@ def _offset_for(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int,
 
 def lookup(ctx: RequestContext, topic: str, p, read_committed: bool) -> PartitionResponse:  # noqa: ANN001
     index = p.partition_index
+    if ctx.api_version >= 1 and p.timestamp < 0 and ctx.api_version < _SPECIAL_SINCE.get(p.timestamp, 1 << 15):
+        # checked first, as Kafka does: -6 (earliest pending upload) needs v11, which shoal does not speak
+        return PartitionResponse(partition_index=index, error_code=ErrorCode.UNSUPPORTED_VERSION, timestamp=-1,
+                                 offset=-1)
     code = leader_error(ctx, topic, index, p.current_leader_epoch)
     if code != ErrorCode.NONE:
         return PartitionResponse(partition_index=index, error_code=code)

@@ -8,7 +8,8 @@ new log start offset.
 
 DescribeLogDirs: every log dir with the partitions it holds and their sizes on disk, and the
 dir's total and usable bytes (v4+). A partition never written to has no files yet (partitions
-are made on first use), so it is reported in no dir, as a Kafka partition not hosted here.
+are made on first use); Kafka makes a replica's log when the partition is created, so it is
+reported with size 0 in the dir its files would go to (the one holding the fewest logs).
 """
 
 from __future__ import annotations
@@ -84,15 +85,24 @@ def _partitions_by_dir(ctx: RequestContext, wanted: dict[str, set[int]] | None,
     broker, metadata = ctx.broker, ctx.broker.metadata
     by_dir: dict[str, dict[str, list[DLD.DescribeLogDirsPartition]]] = {
         str(d): {} for d in broker.logs.log_dirs}
-    for (topic, p), plog in sorted(broker.logs.logs().items()):
+    logs = broker.logs.logs()
+    held = {str(d): 0 for d in broker.logs.log_dirs}
+    for plog in logs.values():
+        held[str(plog.dir.parent)] = held.get(str(plog.dir.parent), 0) + 1
+    unwritten = min(held, key=held.__getitem__)  # where a first write would put the files
+    hosted = {(t, p) for t, info in metadata.topics.items() for p in range(info.num_partitions)}
+    for topic, p in sorted(hosted | set(logs)):
         if wanted is not None and p not in wanted.get(topic, ()):
             continue
-        if metadata.leader(topic, p) != ctx.node.node_id and topic in metadata.topics:
-            # every node shares the storage: report each partition on its leader, as its host
+        info = metadata.topics.get(topic)
+        if info is not None and (p >= info.num_partitions or ctx.node.node_id not in info.replicas[p]):
+            # every node shares the storage: report each partition on the nodes that are its replicas,
+            # as Kafka reports a follower's copy too (kafka-log-dirs.sh, describeReplicaLogDirs)
             continue
-        by_dir.setdefault(str(plog.dir.parent), {}).setdefault(topic, []).append(
-            DLD.DescribeLogDirsPartition(partition_index=p, partition_size=plog.size_bytes, offset_lag=0,
-                                         is_future_key=False))
+        plog = logs.get((topic, p))
+        where, size = (str(plog.dir.parent), plog.size_bytes) if plog is not None else (unwritten, 0)
+        by_dir.setdefault(where, {}).setdefault(topic, []).append(
+            DLD.DescribeLogDirsPartition(partition_index=p, partition_size=size, offset_lag=0, is_future_key=False))
     return by_dir
 
 
