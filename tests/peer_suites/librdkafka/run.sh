@@ -12,6 +12,8 @@ LRK=${1:?}; CONF=${2:?}; TESTLIST=${3:?}; shift 3
 [ -f "${PKI:-/tmp/lrk_pki}/ssl_env.sh" ] && . "${PKI:-/tmp/lrk_pki}/ssl_env.sh"
 cd "$LRK/tests"
 export RDKAFKA_TEST_CONF="$HERE/test.conf.$CONF"
+# Kafka's client jars for the tests that run Java (0098's TransactionProducerCli: tests/java/Makefile).
+export KAFKA_JARS=${KAFKA_JARS:-$HOME/.cache/shoal/kafka/4.4.0/lib}
 export KAFKA_PATH="$HERE/kafka_path" BROKERS=127.0.0.1:29400 TEST_KAFKA_VERSION=${TEST_KAFKA_VERSION:-3.9.0}
 export TESTS=$(echo $TESTLIST | tr ' ' ',')
 exec ./run-test.sh -D -L -p1 "$@"
