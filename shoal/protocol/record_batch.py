@@ -340,14 +340,6 @@ def iter_batches(buf: Buffer, pos: int = 0, *, check_crc: bool = False) -> Itera
         pos += size
 
 
-def whole_batches_length(buf: Buffer, pos: int = 0) -> int:
-    """Number of bytes from ``pos`` covered by whole batches (a partial tail excluded)."""
-    end = pos
-    for h in iter_batches(buf, pos):
-        end = h.position + h.size
-    return end - pos
-
-
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Overwrite a batch's base offset in place (not covered by the CRC)."""
     _I64.pack_into(buf, pos, base_offset)

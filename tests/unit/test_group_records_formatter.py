@@ -74,7 +74,7 @@ KAFKA_MEMBER_VALUE = bytes.fromhex(
 
 
 def test_kafkas_consumer_member_record_decodes_and_prints() -> None:
-    key = consumer_records.member_subscription_tombstone("g-rx", "m1")[0]
+    key = consumer_records.tombstone(consumer_records.MEMBER_METADATA, "g-rx", "m1")[0]
     v = consumer_records.decode_value(consumer_records.MEMBER_METADATA, KAFKA_MEMBER_VALUE)
     assert (v.client_id, v.subscribed_topic_regex, v.rebalance_timeout_ms, v.classic_member_metadata) == (
         "rdkafka", "(^rx-.*)", 300000, None)

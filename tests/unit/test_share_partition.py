@@ -378,7 +378,7 @@ def test_restore_edge_cases() -> None:
         SharePartition(0, state_batches=[StateBatch(0, 5, 3, 1)])
 
 
-def test_dirty_and_reset_start() -> None:
+def test_dirty() -> None:
     sp = SharePartition(0)
     assert not sp.dirty
     sp.acquire("m1", [(0, 9)], 10, now_ms=0)
@@ -389,9 +389,6 @@ def test_dirty_and_reset_start() -> None:
     sp.acknowledge("m1", [(0, 0, [A])], now_ms=0)
     sp.mark_persisted(version)  # a snapshot taken before the ack completes late
     assert sp.dirty
-    sp.reset_start(100)
-    assert sp.start_offset == sp.end_offset == 100 and sp.in_flight() == [] and sp.dirty
-    assert sp.acknowledge("m1", [(1, 1, [A])], now_ms=0) == ErrorCode.INVALID_RECORD_STATE
 
 
 def test_many_in_flight_records_stay_compact() -> None:

@@ -488,14 +488,6 @@ class SharePartition:
             state = RecordState.ARCHIVED
         return state, batch.delivery_count
 
-    def reset_start(self, offset: int) -> None:
-        """Forget all in-flight state and start afresh at ``offset`` (AlterShareGroupOffsets, initialization)."""
-        if offset < 0:
-            raise ValueError(f"start offset {offset} is negative")
-        self._runs = []
-        self._start = self._end = offset
-        self._changed()
-
     # ------------------------------------------------------------------ internals
 
     def _advance_start(self) -> None:

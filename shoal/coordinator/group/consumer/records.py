@@ -108,10 +108,6 @@ def member_subscription_record(group_id: str, m: ConsumerMember) -> Record:
     return TYPES.record(MEMBER_METADATA, group_id, value, m.member_id)
 
 
-def member_subscription_tombstone(group_id: str, member_id: str) -> Record:
-    return tombstone(MEMBER_METADATA, group_id, member_id)
-
-
 def target_assignment_record(group_id: str, member_id: str, partitions: Partitions) -> Record:
     cls = ConsumerGroupTargetAssignmentMemberValue
     value = cls(topic_partitions=topic_partitions(cls.TopicPartition, partitions))
