@@ -1,0 +1,109 @@
+"""The simulated cluster: the `Broker` under test, and the crashes that happen to it.
+
+Two kinds of crash:
+
+- ``node-crash``: one node stops (`Broker.stop_node`): its connections drop, leadership of its
+  partitions and coordinators moves to the other replicas, and the new coordinators load their
+  state by replaying their logs; the node comes back after a while.
+- ``cluster-restart``: the whole process dies: requests being handled stop where they are, the
+  broker is closed, and a new `Broker` recovers everything (metadata, partition logs, producer
+  state, coordinators) from the directory it left.
+
+Besides crashes, the wall clock now and then steps forward (``clock-jump``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from shoal.broker.broker import Broker
+from shoal.sim.loop import SimLoop
+
+if TYPE_CHECKING:
+    import random
+
+    from shoal.broker.config import BrokerConfig
+    from shoal.sim.network import SimNetwork
+    from shoal.sim.workload import WorkloadConfig
+
+
+class SimCluster:
+    """Holds the current `Broker` (a restart replaces it) and tells whoever watches it."""
+
+    def __init__(self, config: BrokerConfig, nodes: int) -> None:
+        self.config = config
+        self.nodes = nodes
+        self.broker = Broker(config, nodes)
+        self.network: SimNetwork | None = None
+        self.watchers: list[Callable[[Broker], None]] = []
+        self._busy = asyncio.Lock()  # one crash or restart at a time
+
+    async def start(self) -> None:
+        await self.broker.start()
+
+    async def crash_node(self, node_id: int, down_s: float) -> None:
+        network = self.network
+        assert network is not None
+        async with self._busy:
+            broker = self.broker
+            network.trace.fault("node-crash", f"node {node_id} stops for {down_s:.1f} s")
+            network.node_stopped(node_id)
+            await broker.stop_node(node_id)
+            try:
+                await asyncio.sleep(down_s)
+            finally:
+                if broker is self.broker and not broker.nodes[node_id].running:
+                    await broker.start_node(node_id)
+                    network.trace.emit(f"node {node_id} restarted")
+
+    async def restart(self, down_s: float) -> None:
+        """Kill the process and start a new one on the same directory."""
+        network = self.network
+        assert network is not None
+        async with self._busy:
+            network.trace.fault("cluster-restart", f"every node stops for {down_s:.1f} s")
+            await asyncio.gather(*network.kill_all(), return_exceptions=True)
+            await self.broker.close()
+            try:
+                await asyncio.sleep(down_s)
+            finally:  # even when the run ends meanwhile: the final checks need a broker
+                self.broker = Broker(self.config, self.nodes)
+                await self.broker.start()
+                network.set_broker(self.broker)
+                for watch in self.watchers:
+                    watch(self.broker)
+                network.trace.emit("cluster restarted")
+
+    def jump_clock(self, ms: int) -> None:
+        """The wall clock steps forward (an NTP correction); monotonic time does not move. Stored
+        deadlines (sessions, transaction timeouts) come due early, as they would in Kafka."""
+        assert self.network is not None
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, SimLoop)
+        loop.jump_wall_clock(ms)
+        self.network.trace.fault("clock-jump", f"wall clock +{ms} ms")
+
+    async def all_up(self) -> None:
+        """Every node running (a crash may have been cut short by the end of the run)."""
+        async with self._busy:
+            for node_id in self.broker.node_ids:
+                if not self.broker.nodes[node_id].running:
+                    await self.broker.start_node(node_id)
+
+    async def crasher(self, rng: random.Random, config: WorkloadConfig) -> None:
+        """Crash a node now and then (more rarely the whole cluster), or step the wall clock."""
+        while True:
+            await asyncio.sleep(rng.expovariate(1 / config.crash_every_s))
+            down = rng.uniform(*config.down_s)
+            roll = rng.random()
+            if roll < config.clock_jump_share:
+                self.jump_clock(rng.randint(500, 10_000))
+                continue
+            if roll < config.clock_jump_share + config.restart_share:
+                await self.restart(down)
+                continue
+            live = [n for n in self.broker.node_ids if self.broker.nodes[n].running]
+            if len(live) >= 2:
+                await self.crash_node(rng.choice(live), down)

@@ -1,0 +1,197 @@
+"""One simulated run: a seed, a cluster on virtual time, the workload, the invariants.
+
+`run_seed(seed)` starts an N-node `Broker` in a fresh directory on a `SimLoop`, points the
+simulated network and the seeded clients at it, lets node crashes and network faults happen,
+and returns the trace, the faults injected by kind, and the violations found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.broker.config import BrokerConfig
+from shoal.sim import loop as sim_loop
+from shoal.sim.cluster import SimCluster
+from shoal.sim.consumer_checks import ConsumerChecker
+from shoal.sim.consumer_groups import ProtocolMember
+from shoal.sim.group_checks import GroupChecker
+from shoal.sim.groups import GroupMember
+from shoal.sim.invariants import Checker
+from shoal.sim.network import FaultRates, SimNetwork
+from shoal.sim.plants import planted
+from shoal.sim.trace import Trace, Violation
+from shoal.sim.txn import CommittedReader, TransactionalProducer
+from shoal.sim.txn_checks import TxnChecker
+from shoal.sim.workload import Committer, IdempotentProducer, Reader, WorkloadConfig
+
+
+@dataclass
+class SimResult:
+    """What one seed did."""
+
+    seed: int
+    plant: str | None
+    digest: str
+    lines: list[str]
+    faults: Counter[str]
+    violations: list[Violation]
+    steps: int
+    virtual_s: float
+    acked_records: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+@dataclass
+class SimConfig:
+    """The cluster, the workload and the network's fault rates of a run."""
+
+    nodes: int = 3
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    rates: FaultRates = field(default_factory=FaultRates)
+
+
+# Partition files go to memory where the OS offers it: the simulation's disk is not under test
+# (yet), and fsync on a real disk would cost more than the rest of a run.
+_SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def _broker_config(log_dir: str, partitions: int) -> BrokerConfig:
+    return BrokerConfig({
+        "listeners": "PLAINTEXT://sim:9092", "log.dirs": log_dir,
+        "cluster.id": "shoal-sim-cluster-0000",  # fixed: the trace must not carry a random id
+        "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+        "group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
+        "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
+        "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
+        "num.partitions": str(partitions), "default.replication.factor": "3",
+        "auto.create.topics.enable": "false",
+    })
+
+
+@contextlib.contextmanager
+def _seeded_uuids(seed: int) -> Iterator[None]:
+    """uuid4 from the seed while the run lasts: topic ids and member ids are random in shoal
+    (a seam to move into the cores; see the package notes), and member ids order assignments."""
+    rng = random.Random(f"{seed}-uuid")
+    real = uuid.uuid4
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        uuid.uuid4 = real  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The broker's logging off during a run: thousands of runs would print thousands of lines
+    (the trace is what tells the story)."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def run_seed(seed: int, *, plant: str | None = None, config: SimConfig | None = None,
+             keep_lines: bool = True) -> SimResult:
+    """Run one seed to its end; never raises for a violation (they are in the result)."""
+    config = config or SimConfig()
+    loop = sim_loop.SimLoop()
+    trace = Trace(keep_lines=keep_lines, clock=loop.time)
+    checker = Checker(trace)
+    with tempfile.TemporaryDirectory(prefix="shoal-sim-", dir=_SCRATCH) as log_dir, _seeded_uuids(seed), planted(plant), _quiet():
+        # An exception nobody awaited (a broker task, or the simulator's own) is a failure, not noise.
+        loop.set_exception_handler(lambda _loop, ctx: trace.violation(
+            "unhandled-error", f"{ctx.get('message')}: {ctx.get('exception')!r}"))
+        sim_loop.run(lambda: _simulate(seed, config, log_dir, trace, checker), loop)
+        virtual_s = loop.time()
+    return SimResult(seed, plant, trace.digest(), trace.lines, trace.faults, trace.violations, trace.steps,
+                     virtual_s, checker.acked_records)
+
+
+async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, checker: Checker) -> None:
+    w = config.workload
+    cluster = SimCluster(_broker_config(log_dir, w.partitions), config.nodes)
+    await cluster.start()
+    broker = cluster.broker
+    broker.create_topic(w.topic, w.partitions, min(3, config.nodes))
+    broker.create_topic(w.txn_topic, w.partitions, min(3, config.nodes))
+    checker.broker = broker
+    txn_checker = TxnChecker(trace, w.txn_topic, broker)
+    network = cluster.network = SimNetwork(broker, random.Random(f"{seed}-net"), trace, config.rates)
+    cluster.watchers.append(lambda b: setattr(checker, "broker", b))
+    cluster.watchers.append(lambda b: setattr(txn_checker, "broker", b))
+    network.observers.append(checker.observe)
+    network.observers.append(GroupChecker(trace, network.ghost_tokens).observe)
+    network.observers.append(txn_checker.observe)
+    network.observers.append(ConsumerChecker(trace).observe)
+    trace.emit(f"seed {seed}: {config.nodes} nodes, topic {w.topic} x{w.partitions}")
+    try:
+        await _drive(seed, config, cluster, trace, checker, txn_checker)
+        checker.final_check(cluster.broker, {w.topic: w.partitions})
+        txn_checker.final_check(cluster.broker, w.partitions)
+        trace.emit(f"end: {checker.acked_records} records acknowledged, {network.handled} requests handled")
+    finally:
+        network.drop_all()
+        await cluster.broker.close()
+
+
+async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace, checker: Checker,
+                 txn_checker: TxnChecker) -> None:
+    w = config.workload
+    network = cluster.network
+    nodes = list(cluster.broker.node_ids)
+
+    def client(cls: Any, name: str, **kwargs: Any) -> Any:
+        return cls(name, network, random.Random(f"{seed}-{name}"), trace, nodes, **kwargs)
+
+    workers = [client(IdempotentProducer, f"producer-{i}", checker=checker, topic=w.topic,
+                      partitions=w.partitions, acks=-1 if i % 2 == 0 else 1, records=w.records_per_producer)
+               for i in range(w.producers)]
+    workers += [client(Committer, f"committer-{i}", topic=w.topic, partitions=w.partitions, ops=w.ops_per_committer)
+                for i in range(w.committers)]
+    workers += [client(GroupMember, f"member-{g}.{i}", group=f"group-{g}", topic=w.topic, partitions=w.partitions,
+                       lifetime_s=w.member_lifetime_s)
+                for g in range(w.groups) for i in range(w.members_per_group)]
+    workers += [client(ProtocolMember, f"consumer-{g}.{i}", group=f"consumer-group-{g}", topic=w.topic,
+                       lifetime_s=w.member_lifetime_s)
+                for g in range(w.consumer_groups) for i in range(w.consumer_members_per_group)]
+    workers += [client(TransactionalProducer, f"txn-producer-{i}", txn_checker=txn_checker, topic=w.txn_topic,
+                       partitions=w.partitions, transactions=w.transactions_per_producer)
+                for i in range(w.txn_producers)]
+    readers = [client(Reader, f"reader-{p}", checker=checker, topic=w.topic, partition=p)
+               for p in range(w.partitions)]
+    readers += [client(CommittedReader, f"committed-reader-{p}", checker=checker, txn_checker=txn_checker,
+                       topic=w.txn_topic, partition=p) for p in range(w.partitions)]
+    loop = asyncio.get_running_loop()
+    background = [loop.create_task(r.run()) for r in readers]
+    if w.crash_every_s > 0:
+        background.append(loop.create_task(cluster.crasher(random.Random(f"{seed}-crash"), w)))
+    work = [loop.create_task(x.run()) for x in workers]
+    done, pending = await asyncio.wait(work, timeout=w.duration_s)
+    for task in pending:
+        trace.emit("a client did not finish in time")
+        task.cancel()
+    for task in done:
+        if task.exception() is not None:
+            checker.fail("client-crashed", repr(task.exception()))
+    await asyncio.sleep(1.0)  # let readers catch up with the last acknowledged records
+    for task in background:
+        task.cancel()
+    await asyncio.gather(*background, *pending, return_exceptions=True)
+    await cluster.all_up()  # a crash may have been cut short: every node up for the final scan
