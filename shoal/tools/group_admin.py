@@ -83,6 +83,8 @@ def parse_topic_args(client: ToolClient, args: list[str]) -> list[TP]:
 def group_state(client: ToolClient, group: str) -> str:
     conn = client.find_coordinator(group)
     g = _retrying(lambda: conn.send(DescribeGroupsRequest(groups=[group])).groups[0])
+    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:  # DescribeGroups v6 (KIP-1043): a group not here
+        return "Dead"
     check_error(g.error_code, f"cannot describe group {group!r}")
     return g.group_state
 

@@ -317,10 +317,9 @@ def _from_describe_groups(conn, group_id: str, coordinator: tuple[int, str, int]
                           ) -> tuple[GroupDescription, bool]:
     """DescribeGroups of a classic group: (its description, whether the broker reported it Dead)."""
     g = _retrying(lambda: conn.send(DescribeGroupsRequest(groups=[group_id])).groups[0])
-    code = g.error_code
-    if code == ErrorCode.GROUP_ID_NOT_FOUND:
-        raise ToolError(f"Consumer group '{group_id}' does not exist.")
-    check_error(code, f"DescribeGroups for group {group_id!r} failed")
+    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:  # v6 (KIP-1043): what v5 answered Dead, without members
+        return GroupDescription(group_id, coordinator, "Dead", "", ""), True
+    check_error(g.error_code, f"DescribeGroups for group {group_id!r} failed")
     desc = GroupDescription(group_id, coordinator, g.group_state, g.protocol_type, g.protocol_data)
     for m in g.members:
         desc.members.append(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,

@@ -312,18 +312,8 @@ def test_consumer_groups_reset_and_delete(shoal_reference, kafka_broker, tools, 
     results = on_both(_one_node(shoal_reference, kafka_broker, tools, tmp_path), scenario)
     for steps in results.values():  # the tables' rows follow the group's offsets map: an order of its own
         steps[:] = [(rc, _sorted_rows(out), err) for rc, out, err in steps]
-    # Known difference, shoal's (not normalised away, each side pinned): describing a group that is gone. Kafka 4.4
-    # answers DescribeGroups v6 (KIP-1043) with GROUP_ID_NOT_FOUND, "Group <g> not found.", which the tool
-    # reports as a failed command; shoal speaks DescribeGroups up to v5, whose answer for a missing group is a
-    # Dead group, which the tool reports as "does not exist".
-    gone = (0, f"\nError: Consumer group '{g}' does not exist.", "")
-    assert results["shoal"][-1] == gone
-    assert results["kafka"][-1] == (0, "\nError: Executing consumer group command failed due to org.apache.kafka."
-                                    f"common.errors.GroupIdNotFoundException: Group {g} not found.",
-                                    "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors."
-                                    f"GroupIdNotFoundException: Group {g} not found.\nCaused by: org.apache.kafka."
-                                    f"common.errors.GroupIdNotFoundException: Group {g} not found.")
-    results["kafka"][-1] = gone
+    # describing a group that is gone: DescribeGroups v6 (KIP-1043) answers GROUP_ID_NOT_FOUND on both
+    assert "GroupIdNotFoundException: Group " in results["shoal"][-1][1], results["shoal"][-1]
     assert_same(results)
 
 
@@ -382,10 +372,14 @@ def _three_nodes(shoal_brokers, kafka_factory, tools: tuple[Path, Path], tmp_pat
 
     th = threading.Thread(target=shoal, daemon=True)
     th.start()
-    k = kafka_factory(nodes=3)
-    th.join(60)
+    try:
+        k = kafka_factory(nodes=3)
+    finally:  # the shoal started meanwhile is in shoal_brokers' hands (stopped at teardown) once this returns
+        th.join(60)
     if "error" in started:
         raise started["error"]
+    if "shoal" not in started:
+        raise AssertionError("the 3-node shoal did not start within 60 s")
     s = started["shoal"]
     return [Broker("shoal", s.bootstrap_servers, tools, [str(s.data_dir)], tmp_path),
             Broker("kafka", k.bootstrap_servers, tools, [str(k.workdir / f"node-{n}" / "data") for n in (1, 2, 3)],

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shoal.coordinator.group.group import dead_group_description
+from shoal.coordinator.group.state import GroupState
+from shoal.coordinator.group.types import GroupType
 from shoal.coordinator.result import ShardRequest
 from shoal.protocol.acl_operations import GROUP_OPERATIONS
 from shoal.protocol.errors import ErrorCode
@@ -18,6 +20,9 @@ if TYPE_CHECKING:
     from shoal.coordinator.group.shard import GroupCoordinatorShard
 
 E = ErrorCode
+
+
+DEAD = GroupState.DEAD.value
 
 
 class GroupAdminManager:
@@ -46,16 +51,22 @@ class GroupAdminManager:
 
     # ---------------------------------------------------------------- DescribeGroups
     def describe_groups(self, ctx: ShardRequest, req: Any, now_ms: int) -> DescribeGroupsResponse:
-        groups = [self.describe_group(g) for g in req.groups]
+        groups = [self.describe_group(g, ctx.api_version) for g in req.groups]
         if ctx.api_version >= 3 and req.include_authorized_operations:
             for g in groups:  # KIP-430: every operation (no authorizer, as Kafka without one)
                 g.authorized_operations = GROUP_OPERATIONS
         return DescribeGroupsResponse(groups=groups)
 
-    def describe_group(self, group_id: str) -> Any:
-        """DescribeGroups entry; an unknown group is reported Dead with no error (as Kafka)."""
+    def describe_group(self, group_id: str, version: int = 0) -> Any:
+        """DescribeGroups entry: a classic group as it is; one not here, or of another type, is Dead, and
+        from v6 (KIP-1043) carries GROUP_ID_NOT_FOUND with Kafka's message."""
         group = self.shard.groups.get(group_id)
-        return dead_group_description(group_id) if group is None else group.describe()
+        described = dead_group_description(group_id) if group is None else group.describe()
+        if version >= 6 and described.group_state == DEAD:
+            described.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+            described.error_message = (f"Group {group_id} is not a classic group." if group is not None
+                                       and group.type is not GroupType.CLASSIC else f"Group {group_id} not found.")
+        return described
 
     # ---------------------------------------------------------------- ListGroups
     def list_groups_request(self, ctx: ShardRequest, req: Any, now_ms: int) -> ListGroupsResponse:

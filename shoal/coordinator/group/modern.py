@@ -92,7 +92,7 @@ class ModernGroup(GroupBase):
     # ------------------------------------------------------------ the Group protocol
     def describe(self) -> DescribeGroupsResponse.DescribedGroup:
         """DescribeGroups (the classic API) describes neither consumer nor share groups: Kafka 4 answers
-        as for a group it does not know, Dead without an error."""
+        Dead, as for a group it does not know (from v6 with GROUP_ID_NOT_FOUND: `admin.describe_group`)."""
         return dead_group_description(self.group_id)
 
     def list_entry(self) -> ListGroupsResponse.ListedGroup | None:

@@ -43,7 +43,7 @@ _API_TABLE: dict[int, tuple] = {
     12: ('Heartbeat', 'heartbeat_request', 'HeartbeatRequest', 'heartbeat_response', 'HeartbeatResponse', 0, 4, 4, ('zkBroker', 'broker'), False),
     13: ('LeaveGroup', 'leave_group_request', 'LeaveGroupRequest', 'leave_group_response', 'LeaveGroupResponse', 0, 5, 4, ('zkBroker', 'broker'), False),
     14: ('SyncGroup', 'sync_group_request', 'SyncGroupRequest', 'sync_group_response', 'SyncGroupResponse', 0, 5, 4, ('zkBroker', 'broker'), False),
-    15: ('DescribeGroups', 'describe_groups_request', 'DescribeGroupsRequest', 'describe_groups_response', 'DescribeGroupsResponse', 0, 5, 5, ('zkBroker', 'broker'), False),
+    15: ('DescribeGroups', 'describe_groups_request', 'DescribeGroupsRequest', 'describe_groups_response', 'DescribeGroupsResponse', 0, 6, 5, ('broker',), False),
     16: ('ListGroups', 'list_groups_request', 'ListGroupsRequest', 'list_groups_response', 'ListGroupsResponse', 0, 5, 3, ('zkBroker', 'broker'), False),
     17: ('SaslHandshake', 'sasl_handshake_request', 'SaslHandshakeRequest', 'sasl_handshake_response', 'SaslHandshakeResponse', 0, 1, None, ('zkBroker', 'broker', 'controller'), False),
     18: ('ApiVersions', 'api_versions_request', 'ApiVersionsRequest', 'api_versions_response', 'ApiVersionsResponse', 0, 4, 3, ('zkBroker', 'broker', 'controller'), False),

@@ -97,9 +97,9 @@ final class AdminGroupChecks extends Support {
         });
         check("admin.describeConsumerGroups.unknown", () -> {
             String unknown = name("no-such-group");
-            if (target.equals("kafka") && line.startsWith("4")) {
-                // DescribeGroups v6 (KIP-1043): GROUP_ID_NOT_FOUND. shoal serves DescribeGroups up to v5, where
-                // an unknown group is described as Dead (what 3.9 clients see from Kafka too).
+            if (line.startsWith("4")) {
+                // DescribeGroups v6 (KIP-1043): GROUP_ID_NOT_FOUND. 3.9 clients speak up to v5, where an unknown
+                // group is described as Dead.
                 Throwable t = failure(admin.describeConsumerGroups(List.of(unknown)).all());
                 require(t instanceof org.apache.kafka.common.errors.GroupIdNotFoundException, "unknown group: " + t);
                 return "GroupIdNotFoundException (DescribeGroups v6)";
