@@ -118,7 +118,10 @@ def run_seed(seed: int, *, plant: str | None = None, config: SimConfig | None = 
         # An exception nobody awaited (a broker task, or the simulator's own) is a failure, not noise.
         loop.set_exception_handler(lambda _loop, ctx: trace.violation(
             "unhandled-error", f"{ctx.get('message')}: {ctx.get('exception')!r}"))
-        sim_loop.run(lambda: _simulate(seed, config, log_dir, trace, checker), loop)
+        try:
+            sim_loop.run(lambda: _simulate(seed, config, log_dir, trace, checker), loop)
+        except Exception as e:  # noqa: BLE001 - the broker or the simulator raised: this seed found something
+            trace.violation("sim-crashed", repr(e))
         virtual_s = loop.time()
     return SimResult(seed, plant, trace.digest(), trace.lines, trace.faults, trace.violations, trace.steps,
                      virtual_s, checker.acked_records)
@@ -184,8 +187,8 @@ async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace
         background.append(loop.create_task(cluster.crasher(random.Random(f"{seed}-crash"), w)))
     work = [loop.create_task(x.run()) for x in workers]
     done, pending = await asyncio.wait(work, timeout=w.duration_s)
-    for task in pending:
-        trace.emit("a client did not finish in time")
+    for task in pending:  # every client's work is bounded: one still running is stuck (a liveness bug)
+        checker.fail("client-stuck", f"a client did not finish in {w.duration_s} s")
         task.cancel()
     for task in done:
         if task.exception() is not None:

@@ -490,7 +490,7 @@ class PartitionLog:
 
         Special values as in ListOffsets: -2 earliest -> (log start, -1);
         -1 latest -> (high watermark, -1); -3 -> the record with the largest
-        timestamp. Records below the log start offset are skipped.
+        timestamp. Records below the log start offset are skipped, except by -3 (as Kafka).
         """
         self._check_open()
         if timestamp == EARLIEST_TIMESTAMP:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.coordinator.partitioning import hash_map_order
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.delete_groups_request import DeleteGroupsRequest
@@ -32,7 +33,7 @@ from shoal.protocol.generated.list_groups_request import ListGroupsRequest
 from shoal.protocol.generated.share_group_describe_request import ShareGroupDescribeRequest
 from shoal.tools.group_admin import parse_datetime
 from shoal.tools.groups import _retrying, list_offsets
-from shoal.tools.quotas import hash_map_order, java_hash
+from shoal.tools.quotas import java_hash
 from shoal.tools.secure_wire import command_config
 from shoal.tools.share_groups_options import (
     HELP,

@@ -82,7 +82,7 @@ def _election_result(metadata: ClusterMetadata, topic: str, p: int, election: in
     else:
         st = metadata.partition(topic, p)
         if election == PREFERRED and st.replicas and st.replicas[0] not in metadata.live:
-            code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # no message, as Kafka's KRaft controller
+            code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # no message: clients show the code's own
         elif st.leader < 0:
             code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
         else:  # the first live replica leads already
@@ -107,11 +107,10 @@ async def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectL
     results = [ERR.ReplicaElectionResult(topic=topic, partition_result=[
         _election_result(metadata, topic, p, election) for p in parts]) for topic, parts in wanted]
     if req.topic_partitions is None:
-        # as Kafka's controller: an election of every partition leaves out those that needed none, and
-        # topics with nothing left
+        # as Kafka's controller: an election of every partition leaves out the partitions that needed none
+        # (each topic stays, with what is left)
         for r in results:
             r.partition_result = [x for x in r.partition_result if x.error_code != ErrorCode.ELECTION_NOT_NEEDED]
-        results = [r for r in results if r.partition_result]
     return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=results)
 
 
