@@ -44,5 +44,6 @@ fi
 wait "$drivers" || echo "building the Go/JS client drivers failed; tests/interop/test_go_js_clients.py will say why"
 
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
-.venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py
+.venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py \
+    shoal/sim shoal/clock.py
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
