@@ -42,6 +42,7 @@ class ConsumerChecker:
     last_heartbeat_ms: dict[tuple[str, str], int] = field(default_factory=dict)
     transfers: int = 0
     overdue: set[tuple[str, str]] = field(default_factory=set)  # members past a revocation deadline
+    ghosts: set[int] = field(default_factory=set)  # tokens of duplicate deliveries (the network's)
 
     def observe(self, node_id: int, token: int, api_key: int, version: int, request: Any, response: Any,
                 phase: str) -> None:
@@ -49,6 +50,8 @@ class ConsumerChecker:
             return
         group, member = request.group_id, request.member_id
         if phase == "start":
+            if token in self.ghosts:  # a stale copy says nothing of what the member owns now
+                return
             if request.member_epoch <= 0:  # leaving, or joining afresh: a new life for the member
                 self.overdue.discard((group, member))
             if request.member_epoch < 0:

@@ -142,7 +142,7 @@ async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, ch
     network.observers.append(checker.observe)
     network.observers.append(GroupChecker(trace, network.ghost_tokens).observe)
     network.observers.append(txn_checker.observe)
-    network.observers.append(ConsumerChecker(trace).observe)
+    network.observers.append(ConsumerChecker(trace, ghosts=network.ghost_tokens).observe)
     trace.emit(f"seed {seed}: {config.nodes} nodes, topic {w.topic} x{w.partitions}")
     try:
         await _drive(seed, config, cluster, trace, checker, txn_checker)
