@@ -19,7 +19,15 @@ import pytest
 from confluent_kafka import Producer
 
 from shoal.client import Consumer
-from tests.reference.tools_helpers import Step, assert_same, hide, mask_cell, normalise
+from tests.reference.tools_helpers import (
+    Step,
+    ToolSession,
+    assert_same,
+    compile_tool_runner,
+    hide,
+    mask_cell,
+    normalise,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -447,8 +455,12 @@ def test_acls_and_scram_users_vs_kafka_tools(kafka_factory, tmp_path):
     props = {**COMMON_PROPERTIES, **AUTHORIZER_PROPERTIES}
     outputs: dict[str, list[tuple[int, object, str]]] = {}
     kafkas = [kafka, kafka_factory(overrides=AUTHORIZER_PROPERTIES)]
+    assert kafka.lib is not None
+    runner = compile_tool_runner(kafka.lib, tmp_path / "tool-runner")
+    # Kafka's tools run one after another in one JVM (ToolRunner): a JVM start per run made this test minutes long
     with EmbeddedBroker(properties=props, data_dir=tmp_path / "s1") as shoal1, \
-            EmbeddedBroker(properties=props, data_dir=tmp_path / "s2") as shoal2:
+            EmbeddedBroker(properties=props, data_dir=tmp_path / "s2") as shoal2, \
+            ToolSession(kafka.lib, runner, tmp_path / "runs") as session:
         # each (tool, broker) pair on a fresh broker: the steps change what the broker holds
         for tool_kind, broker_kind, bs in (("kafka", "kafka", kafkas[0].bootstrap_servers),
                                            ("shoal", "kafka", kafkas[1].bootstrap_servers),
@@ -457,8 +469,8 @@ def test_acls_and_scram_users_vs_kafka_tools(kafka_factory, tmp_path):
             seen = outputs.setdefault(f"{tool_kind}'s tool on {broker_kind}", [])
             for tool, args in steps:
                 if tool_kind == "kafka":
-                    r = kafka.java(ACL_COMMAND if tool == "acls" else CONFIG_COMMAND, "--bootstrap-server", bs,
-                                   *args, timeout=120)
+                    r = session.run(ACL_COMMAND if tool == "acls" else CONFIG_COMMAND, "--bootstrap-server", bs,
+                                    *args, timeout=120)
                 else:
                     r = subprocess.run([sys.executable, "-m", "shoal.cli", tool, *args, "--bootstrap-server", bs],
                                        capture_output=True, text=True, timeout=60)
