@@ -2,7 +2,7 @@
 (``go build``, modules from the Go module proxy) and pinned npm packages (``npm ci`` from the npm
 registry), each keyed by a hash of its sources so a changed driver is rebuilt. Used by the Go and JS
 client tests (tests/interop/test_go_js_clients.py) and the KIP-848 franz-go member (tests/reference/).
-Also ``die_with_parent``, for driver processes that must not outlive the test process.
+Also ``javac`` for the Java drivers, and ``die_with_parent``, for driver processes that must not outlive the test process.
 """
 
 from __future__ import annotations
@@ -27,6 +27,16 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     except OSError:
         pass
+
+
+def javac(sources: list[Path], lib: Path, out: Path) -> Path:
+    """Compile Java ``sources`` against the jars in ``lib`` into ``out`` (made if missing); returns ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    run = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", f"{lib}/*", *map(str, sources)],
+                         capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        raise RuntimeError(f"javac of {', '.join(s.name for s in sources)} failed: {run.stderr[-3000:]}")
+    return out
 
 
 def _digest(folder: Path, names: tuple[str, ...]) -> str:

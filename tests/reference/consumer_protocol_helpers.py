@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.builds import build_go, die_with_parent
+from tests.builds import build_go, die_with_parent, javac
 
 CLIENTS_DIR = Path(__file__).parent / "clients"
 
@@ -38,12 +38,7 @@ FAST_GROUPS = {
 # ------------------------------------------------------------------ building the drivers
 def compile_java(lib: Path, out: Path) -> Path:
     """javac GroupMember.java against Kafka's jars into ``out``; returns ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    run = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", f"{lib}/*",
-                          str(CLIENTS_DIR / "GroupMember.java")], capture_output=True, text=True, timeout=120)
-    if run.returncode != 0:
-        raise RuntimeError(f"javac failed: {run.stderr[-3000:]}")
-    return out
+    return javac([CLIENTS_DIR / "GroupMember.java"], lib, out)
 
 
 def build_franzgo() -> Path:

@@ -10,13 +10,13 @@ SIGKILL; every child dies with the test process) and the bounded waits are the c
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tests.builds import javac
 from tests.reference.consumer_protocol_helpers import CLIENTS_DIR, Member
 
 # Broker settings both brokers run the share group tests with: short record locks and fast heartbeats
@@ -34,11 +34,7 @@ SHARE_BROKER_OVERRIDES = {
 
 def compile_share_java(lib: Path, out: Path) -> Path:
     """javac ShareMember.java against Kafka's jars into ``out``; returns ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    run = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", f"{lib}/*",
-                          str(CLIENTS_DIR / "ShareMember.java")], capture_output=True, text=True, timeout=120)
-    if run.returncode != 0:
-        raise RuntimeError(f"javac failed: {run.stderr[-3000:]}")
+    javac([CLIENTS_DIR / "ShareMember.java"], lib, out)
     # The client's own log (WARN and up) on standard error, kept beside the test: stdout is the JSON lines.
     (out / "log4j2.properties").write_text(
         "rootLogger.level=WARN\nrootLogger.appenderRef.e.ref=E\nappender.e.type=Console\nappender.e.name=E\n"

@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from shoal.testing.process import BrokerProcess
-from tests.builds import die_with_parent
+from tests.builds import die_with_parent, javac
 from tests.reference.apache_kafka import KafkaCluster, fetch
 from tests.reference.consumer_protocol_helpers import FAST_GROUPS
 from tests.reference.fixtures import COMMON_PROPERTIES
@@ -92,12 +92,7 @@ def compiled(line: str) -> tuple[Path, Path]:
     classes = JAVA_CACHE / f"ClientChecks-{version}-{digest}"
     if (classes / "ClientChecks.class").exists():
         return lib, classes
-    tmp = classes.with_name(f"{classes.name}.tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    run = subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", *map(str, sources)],
-                         capture_output=True, text=True, timeout=120)
-    if run.returncode != 0:
-        raise RuntimeError(f"javac of ClientChecks against Kafka {version} failed: {run.stderr[-3000:]}")
+    tmp = javac(sources, lib, classes.with_name(f"{classes.name}.tmp{os.getpid()}"))
     try:
         tmp.rename(classes)
     except OSError:  # another run put it there first

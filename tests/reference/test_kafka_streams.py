@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.builds import javac
 from tests.reference import maven
 from tests.reference.apache_kafka import _die_with_parent
 from tests.reference.consumer_protocol_helpers import CLIENTS_DIR, create_topic, wait_until
@@ -34,11 +35,7 @@ def word_count(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Kafka Streams 4.4's jars (Maven) and WordCount.java compiled against them."""
     lib = maven.resolve("streams-4.4.0", [("org.apache.kafka", "kafka-streams", "4.4.0"),
                                           ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5")])
-    out = tmp_path_factory.mktemp("wordcount")
-    run = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", f"{lib}/*", str(CLIENTS_DIR / "WordCount.java")],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return lib, out
+    return lib, javac([CLIENTS_DIR / "WordCount.java"], lib, tmp_path_factory.mktemp("wordcount"))
 
 
 class App:

@@ -12,6 +12,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from tests.builds import javac
+
 Step = tuple[int, str, str]  # exit code, normalised stdout, normalised stderr
 
 # What differs between two brokers by nature, whatever the tool: (pattern, replacement), in order.
@@ -61,12 +63,7 @@ TOOL_RUNNER = Path(__file__).parent / "clients" / "ToolRunner.java"
 
 def compile_tool_runner(lib: Path, out: Path) -> Path:
     """javac ToolRunner.java against Kafka's jars into ``out``; returns ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    run = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", f"{lib}/*", str(TOOL_RUNNER)],
-                         capture_output=True, text=True, timeout=120)
-    if run.returncode != 0:
-        raise RuntimeError(f"javac failed: {run.stderr[-3000:]}")
-    return out
+    return javac([TOOL_RUNNER], lib, out)
 
 
 class ToolSession:
