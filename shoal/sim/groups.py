@@ -24,8 +24,7 @@ from shoal.protocol.generated.leave_group_request import LeaveGroupRequest
 from shoal.protocol.generated.offset_commit_request import OffsetCommitRequest
 from shoal.protocol.generated.sync_group_request import SyncGroupRequest
 from shoal.protocol.versioned import decode_versioned, encode_versioned
-from shoal.sim.network import NetworkError
-from shoal.sim.wire import RETRY_ELSEWHERE, SimClient, offset_fetch_request
+from shoal.sim.wire import SimClient, error_of, offset_fetch_request
 
 SESSION_TIMEOUT_MS = 3000
 REBALANCE_TIMEOUT_MS = 3000
@@ -68,19 +67,7 @@ class GroupMember(SimClient):
     async def _group_call(self, api_key: ApiKey, request: Any, attempts: int = 20) -> Any | None:
         """A request to the group's coordinator, retried while the coordinator moves; None if it
         never answered."""
-        for _ in range(attempts):
-            node = await self.coordinator(self.group)
-            try:
-                resp = await self.call(node, api_key, request)
-            except NetworkError:
-                await self.backoff()
-                continue
-            if _error(resp) in RETRY_ELSEWHERE:
-                self.coordinators.pop(self.group, None)
-                await self.backoff()
-                continue
-            return resp
-        return None
+        return await self.coordinator_call(self.group, api_key, request, attempts)
 
     def _revoke(self, why: str) -> None:
         if self.owned:
@@ -180,7 +167,7 @@ class GroupMember(SimClient):
         p = self.rng.choice(self.owned)
         self.positions[p] = self.positions.get(p, 0) + self.rng.randint(1, 5)
         resp = await self._group_call(ApiKey.OFFSET_COMMIT, self._commit(p, self.positions[p]), attempts=3)
-        return None if resp is None else _error(resp)
+        return None if resp is None else error_of(resp)
 
     def _commit(self, p: int, offset: int) -> OffsetCommitRequest:
         return OffsetCommitRequest(
@@ -197,7 +184,7 @@ class GroupMember(SimClient):
         if self.owned:
             p = self.owned[0]
             resp = await self._group_call(ApiKey.OFFSET_COMMIT, self._commit(p, self.positions.get(p, 0)), attempts=3)
-            code = None if resp is None else _error(resp)
+            code = None if resp is None else error_of(resp)
             self.trace.emit(f"{self.name} zombie commit generation {self.generation}: "
                             f"{'no answer' if code is None else ErrorCode(code).name}")
         self._reset("paused past its session")
@@ -211,12 +198,3 @@ class GroupMember(SimClient):
         self._reset("left")
 
 
-def _error(resp: Any) -> int:
-    code = getattr(resp, "error_code", 0)
-    if code:
-        return int(code)
-    for t in getattr(resp, "topics", None) or []:
-        for p in t.partitions:
-            if p.error_code:
-                return int(p.error_code)
-    return 0

@@ -144,6 +144,25 @@ class SimClient:
                 await self.backoff()
         return self.leaders[(topic, partition)]
 
+    async def coordinator_call(self, group: str, api_key: ApiKey, request: Any, attempts: int) -> Any | None:
+        """A request to ``group``'s coordinator, retried while the coordinator moves or the network fails;
+        None if no attempt got an answer to keep."""
+        from shoal.sim.network import NetworkError
+
+        for _ in range(attempts):
+            node = await self.coordinator(group)
+            try:
+                resp = await self.call(node, api_key, request)
+            except NetworkError:
+                await self.backoff()
+                continue
+            if error_of(resp) in RETRY_ELSEWHERE:
+                self.coordinators.pop(group, None)
+                await self.backoff()
+                continue
+            return resp
+        return None
+
     async def coordinator(self, group: str) -> int:
         while group not in self.coordinators:
             resp = await self.any_node_call(ApiKey.FIND_COORDINATOR, find_coordinator_request(group))
@@ -152,3 +171,15 @@ class SimClient:
             else:
                 await self.backoff()
         return self.coordinators[group]
+
+
+def error_of(resp: Any) -> int:
+    """A group answer's error: its top-level code, else the first partition's."""
+    code = getattr(resp, "error_code", 0)
+    if code:
+        return int(code)
+    for t in getattr(resp, "topics", None) or []:
+        for p in t.partitions:
+            if p.error_code:
+                return int(p.error_code)
+    return 0

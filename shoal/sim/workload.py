@@ -22,6 +22,7 @@ from shoal.sim.network import NetworkError
 from shoal.sim.wire import (
     RETRY_ELSEWHERE,
     SimClient,
+    error_of,
     fetch_request,
     init_producer_id_request,
     offset_commit_request,
@@ -188,33 +189,12 @@ class Committer(SimClient):
             await asyncio.sleep(self.rng.uniform(0.05, 0.5))
 
     async def _coordinator_call(self, api_key: ApiKey, request: object) -> None:
-        name = api_key.name
-        for _ in range(30):
-            node = await self.coordinator(self.group)
-            try:
-                resp = await self.call(node, api_key, request)
-            except NetworkError:
-                await self.backoff()
-                continue
-            code = _group_error(api_key, resp)
-            if code in RETRY_ELSEWHERE:
-                self.coordinators.pop(self.group, None)
-                await self.backoff()
-                continue
-            self.trace.emit(f"{self.name} {name} {_describe(api_key, request, resp)} -> {ErrorCode(code).name}")
+        resp = await self.coordinator_call(self.group, api_key, request, 30)
+        if resp is None:
+            self.trace.emit(f"{self.name} {api_key.name} gave up")
             return
-        self.trace.emit(f"{self.name} {name} gave up")
-
-
-def _group_error(api_key: ApiKey, resp: object) -> int:
-    code = getattr(resp, "error_code", 0)
-    if code:
-        return int(code)
-    for t in getattr(resp, "topics", []):
-        for p in t.partitions:
-            if p.error_code:
-                return int(p.error_code)
-    return 0
+        code = ErrorCode(error_of(resp)).name
+        self.trace.emit(f"{self.name} {api_key.name} {_describe(api_key, request, resp)} -> {code}")
 
 
 def _describe(api_key: ApiKey, request: object, resp: object) -> str:
