@@ -45,5 +45,5 @@ wait "$drivers" || echo "building the Go/JS client drivers failed; tests/interop
 
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py \
-    shoal/sim shoal/clock.py
+    shoal/sim shoal/clock.py shoal/entropy.py
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"

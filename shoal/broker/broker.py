@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import uuid
 
+from shoal import entropy
 from shoal.broker.apis import ApiRegistry
 from shoal.broker.config import PASSIVE_DYNAMIC_BROKER_DEFAULTS, BrokerConfig, ConfigError, parse_properties
 from shoal.broker.connection import RequestMemory, ResponseMemory
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 def _new_cluster_id() -> str:
     # Kafka's cluster ids are url-safe base64 of a UUID, 22 characters.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return base64.urlsafe_b64encode(entropy.uuid4().bytes).decode().rstrip("=")
 
 
 class Broker:

@@ -28,13 +28,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 import traceback
 from collections import deque
 from typing import TYPE_CHECKING
 
 from shoal.broker.security.authentication import Authenticator
 from shoal.broker.security.principal import ANONYMOUS, subject_dn
+from shoal.clock import monotonic_ms
 
 if TYPE_CHECKING:
     from shoal.broker.node import BrokerNode, NodeListener
@@ -195,11 +195,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None  # a large frame being read directly
         self._frame_size = 0  # its announced size (the buffer grows to it)
         self._frame_pos = 0
-        self._partial_since: float | None = None  # when the frame now being read began
+        self._partial_since: int | None = None  # when the frame now being read began (monotonic ms)
         self._queue: asyncio.Queue[bytearray | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._pauses: set[str] = set()
-        self.last_active = time.monotonic()
+        self.last_active = monotonic_ms()
         self.in_flight = False
         self.closed = False
         self._writable = asyncio.Event()
@@ -283,7 +283,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return memoryview(self._buf)[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = monotonic_ms()
         frame = self._frame
         if frame is not None:
             self._frame_pos += nbytes
@@ -338,7 +338,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if start == end and self._frame is None:
             self._partial_since = None
         elif parsed or self._partial_since is None:
-            self._partial_since = time.monotonic()
+            self._partial_since = monotonic_ms()
 
     def _take(self, n: int) -> None:
         """Count ``n`` more bytes of this connection in the broker's budget; pause when spent."""
@@ -364,8 +364,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.resume_reading()
 
     @property
-    def reading_frame_since(self) -> float | None:
-        """When the frame whose bytes are still arriving began (None: no such frame, or reading
+    def reading_frame_since(self) -> int | None:
+        """When (monotonic ms) the frame whose bytes are still arriving began (None: no such frame, or reading
         is paused by the broker, which is not the client's delay)."""
         if self._pauses:
             return None
@@ -421,7 +421,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 finally:
                     self.in_flight = False
-                    self.last_active = time.monotonic()
+                    self.last_active = monotonic_ms()
                     del frame  # drop our reference to the request buffer before waiting again
                     self.memory.frame_done(size)
                 if response is not None and not self.closed and self.transport is not None:

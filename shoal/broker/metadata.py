@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shoal import entropy
 from shoal.broker.metadata_log import MetadataLog
 from shoal.broker.quotas import AlterResult, QuotaStore
 from shoal.broker.security.authorizer import (
@@ -207,7 +208,7 @@ class ClusterMetadata:
                      configs: dict[str, str] | None = None,
                      assignment: list[list[int]] | None = None) -> TopicInfo:
         replicas = assignment or self.replica_assignment(name, num_partitions, replication_factor)
-        info = TopicInfo(name, uuid.uuid4(), replicas, dict(configs or {}))
+        info = TopicInfo(name, entropy.uuid4(), replicas, dict(configs or {}))
         self._record({"t": "topic", "name": name, "id": str(info.topic_id), "replicas": replicas,
                       "configs": info.configs})
         self._add(info)

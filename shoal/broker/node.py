@@ -175,15 +175,15 @@ class BrokerNode:
         interval = max(0.05, min(1.0, self.read_timeout_ms / 4000, self.idle_ms / 4000))
         while True:
             await asyncio.sleep(interval)
-            now = time.monotonic()
+            now = monotonic_ms()
             for conn in list(self.connections):
                 since = conn.reading_frame_since
                 if since is not None:
-                    if (now - since) * 1000 > self.read_timeout_ms:
+                    if now - since > self.read_timeout_ms:
                         log.warning("closing connection from %s: a request's bytes stopped arriving for "
                                     "%d ms (request.read.timeout.ms)", conn.peer, self.read_timeout_ms)
                         conn.close()
-                elif not conn.in_flight and (now - conn.last_active) * 1000 > self.idle_ms:
+                elif not conn.in_flight and now - conn.last_active > self.idle_ms:
                     log.debug("closing connection from %s: idle for %d ms (connections.max.idle.ms)",
                               conn.peer, self.idle_ms)
                     conn.close()

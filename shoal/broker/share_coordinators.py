@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shoal.broker.coordinators import NodeCoordinators
 from shoal.broker.metadata import SHARE_STATE_TOPIC
+from shoal.clock import monotonic_ms
 from shoal.coordinator.share.runtime import (
     ShareCoordinatorConfig,
     ShareCoordinatorRuntime,
@@ -60,7 +60,7 @@ class ShareCoordinators(NodeCoordinators):
             self.ensure_topic()
             await self.on_leadership_changed()
         partition = self.partition_for(key)
-        deadline = time.monotonic() + self.load_wait_s
+        deadline = monotonic_ms() + self.load_wait_s * 1000
         while True:
             rt = self.leader_runtime(partition)
             if rt is None:
@@ -68,7 +68,7 @@ class ShareCoordinators(NodeCoordinators):
             status = rt.status(partition)
             if status == ErrorCode.NONE:
                 return status, rt
-            if time.monotonic() >= deadline:
+            if monotonic_ms() >= deadline:
                 return status, None
             await asyncio.sleep(_POLL_S)
 

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from shoal import entropy
 from shoal.assignors.server import ServerAssignor
 from shoal.coordinator.group.admin import GroupAdminManager
 from shoal.coordinator.group.classic import ClassicGroupManager
@@ -55,7 +56,7 @@ class GroupCoordinatorShard(ShardSkeleton):
                  assignors: Mapping[str, ServerAssignor] | None = None) -> None:
         super().__init__(partition)
         self.config = config or GroupConfig()
-        self.member_id_suffix: Callable[[], str] = member_id_suffix or (lambda: str(uuid.uuid4()))
+        self.member_id_suffix: Callable[[], str] = member_id_suffix or (lambda: str(entropy.uuid4()))
         self.groups: dict[str, Group] = {}
         self.classic = ClassicGroupManager(self)
         self.offset_manager = OffsetMetadataManager(self)
