@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC
@@ -43,6 +44,7 @@ class NodeCoordinators:
         self.broker = broker
         self.runtimes: dict[int, Any] = {}
         self._loads: set[asyncio.Task[None]] = set()
+        self.replayed: list[Callable[[int, Any], None]] = []  # every runtime's (`CoordinatorRuntime.replayed`)
 
     def new_runtime(self, node_id: int) -> Any:
         raise NotImplementedError
@@ -58,6 +60,7 @@ class NodeCoordinators:
         rt = self.runtimes.get(node_id)
         if rt is None:
             rt = self.runtimes[node_id] = self.new_runtime(node_id)
+            rt.replayed = self.replayed
         return rt
 
     async def on_leadership_changed(self) -> None:

@@ -76,6 +76,9 @@ class CoordinatorRuntime(Generic[ShardT]):
         self._partitions: dict[int, Partition[ShardT]] = {}
         self._pending: dict[int, _Pending] = {}
         self._tokens = itertools.count(1)
+        # Told (partition, shard) once a partition's log is replayed, before the shard acts on being
+        # loaded: the simulator compares that state with the one before a crash.
+        self.replayed: list[Callable[[int, ShardT], None]] = []
 
     # ---------------------------------------------------------------- for subclasses
     def new_shard(self, partition: int, plog: Any) -> ShardT:
@@ -129,6 +132,10 @@ class CoordinatorRuntime(Generic[ShardT]):
         part = self._partitions.get(partition)
         return None if part is None else part.shard
 
+    def settled_shards(self) -> dict[int, ShardT]:
+        """Loaded partitions with no event under way: each shard holds just what its log says."""
+        return {p: part.shard for p, part in self._partitions.items() if not part.loading and not part.lock.locked()}
+
     def status(self, partition: int) -> ErrorCode:
         part = self._partitions.get(partition)
         if part is None:
@@ -152,6 +159,8 @@ class CoordinatorRuntime(Generic[ShardT]):
                 await asyncio.sleep(0)
             if self._partitions.get(partition) is not part:
                 return  # unloaded while loading
+            for observer in self.replayed:
+                observer(partition, part.shard)
             part.loading = False
             log.info("%s: finished loading %s-%d in %d milliseconds", self.name, self.topic, partition,
                      (time.monotonic() - started) * 1000)

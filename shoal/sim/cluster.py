@@ -9,7 +9,8 @@ Two kinds of crash:
   broker is closed, and a new `Broker` recovers everything (metadata, partition logs, producer
   state, coordinators) from the directory it left.
 
-Besides crashes, the wall clock now and then steps forward (``clock-jump``).
+Besides crashes, the wall clock now and then steps forward (``clock-jump``), and a node is now
+and then cut off from every client for a while (``network-partition``, in `SimNetwork`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class SimCluster:
         self.broker = Broker(config, nodes)
         self.network: SimNetwork | None = None
         self.watchers: list[Callable[[Broker], None]] = []
+        self.before_crash: list[Callable[[Broker, list[int]], None]] = []  # told which nodes are about to die
         self._busy = asyncio.Lock()  # one crash or restart at a time
 
     async def start(self) -> None:
@@ -49,6 +51,8 @@ class SimCluster:
         async with self._busy:
             broker = self.broker
             network.trace.fault("node-crash", f"node {node_id} stops for {down_s:.1f} s")
+            for told in self.before_crash:
+                told(broker, [node_id])
             network.node_stopped(node_id)
             await broker.stop_node(node_id)
             try:
@@ -64,6 +68,8 @@ class SimCluster:
         assert network is not None
         async with self._busy:
             network.trace.fault("cluster-restart", f"every node stops for {down_s:.1f} s")
+            for told in self.before_crash:
+                told(self.broker, list(self.broker.node_ids))
             await asyncio.gather(*network.kill_all(), return_exceptions=True)
             await self.broker.close()
             try:
@@ -93,7 +99,8 @@ class SimCluster:
                     await self.broker.start_node(node_id)
 
     async def crasher(self, rng: random.Random, config: WorkloadConfig) -> None:
-        """Crash a node now and then (more rarely the whole cluster), or step the wall clock."""
+        """Crash a node now and then (more rarely the whole cluster), step the wall clock, or cut
+        a node off the network."""
         while True:
             await asyncio.sleep(rng.expovariate(1 / config.crash_every_s))
             down = rng.uniform(*config.down_s)
@@ -103,6 +110,10 @@ class SimCluster:
                 continue
             if roll < config.clock_jump_share + config.restart_share:
                 await self.restart(down)
+                continue
+            if roll < config.clock_jump_share + config.restart_share + config.partition_share:
+                assert self.network is not None
+                self.network.isolate(rng.choice(self.broker.node_ids), down)
                 continue
             live = [n for n in self.broker.node_ids if self.broker.nodes[n].running]
             if len(live) >= 2:

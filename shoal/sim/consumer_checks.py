@@ -2,7 +2,9 @@
 
 ``consumer-exclusive``: the coordinator never gives a partition to a member while another member
 still owns it. A member owns what an answer assigned it until a heartbeat of it no longer
-reports it (a join, epoch 0, reports nothing), or it leaves, or it is fenced (an UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH answer).
+reports it (a join, epoch 0, reports nothing), or it leaves, or it is fenced (an UNKNOWN_MEMBER_ID or
+FENCED_MEMBER_EPOCH answer). A late duplicate of one of its heartbeats that the coordinator accepts
+counts as a report too: the coordinator cannot tell it from the member.
 The coordinator may also take partitions back on its own: from a member silent past its session
 timeout, or one that has not revoked within its rebalance timeout since it was asked. Those
 deadlines are honoured with a margin, so that only a transfer that no timeout explains fails.
@@ -50,15 +52,8 @@ class ConsumerChecker:
             return
         group, member = request.group_id, request.member_id
         if phase == "start":
-            if token in self.ghosts:  # a stale copy says nothing of what the member owns now
-                return
-            if request.member_epoch <= 0:  # leaving, or joining afresh: a new life for the member
-                self.overdue.discard((group, member))
-            if request.member_epoch < 0:
-                self._release(group, member, lambda _p: True)
-            elif request.topic_partitions is not None:  # (a join, epoch 0, reports owning nothing)
-                reported = {(group, t.topic_id, p) for t in request.topic_partitions for p in t.partitions}
-                self._release(group, member, lambda p: p not in reported)
+            if token not in self.ghosts:
+                self._reported(group, member, request)
             return
         if response is None:
             return
@@ -68,10 +63,25 @@ class ConsumerChecker:
             return
         if response.error_code != 0:
             return
+        if token in self.ghosts:
+            # A stale copy of an earlier heartbeat, delivered late on another connection: the coordinator
+            # believed it (as Kafka does one of the member's previous epoch that reports a subset of its
+            # assignment), so what it reported counts for what the coordinator may give away.
+            self._reported(group, member, request)
         self.last_heartbeat_ms[(group, member)] = now
         if response.assignment is not None:
             self._assigned(group, member, {(group, t.topic_id, p) for t in response.assignment.topic_partitions
                                            for p in t.partitions}, now)
+
+    def _reported(self, group: str, member: str, request: Any) -> None:
+        """What a heartbeat tells the coordinator the member still owns."""
+        if request.member_epoch <= 0:  # leaving, or joining afresh: a new life for the member
+            self.overdue.discard((group, member))
+        if request.member_epoch < 0:
+            self._release(group, member, lambda _p: True)
+        elif request.topic_partitions is not None:  # (a join, epoch 0, reports owning nothing)
+            reported = {(group, t.topic_id, p) for t in request.topic_partitions for p in t.partitions}
+            self._release(group, member, lambda p: p not in reported)
 
     def _release(self, group: str, member: str, which: Any) -> None:
         for p in [p for p, o in self.owners.items() if p[0] == group and o.member == member and which(p)]:

@@ -12,6 +12,8 @@ partition logs for the final accounting.
 - ``offsets-dense``: data offsets are consecutive (no compaction, no transactions in these
   topics), and reads of one offset always return the same record.
 - ``hw-monotonic``: the high watermark a reader is told never goes back.
+- ``epoch-fence``: in a partition's log a producer's epoch never goes back: a batch of an epoch
+  older than one of the producer's earlier batches or markers is a fenced write that got in.
 - ``committed-offset``: what OffsetFetch returns is what the last applied OffsetCommit or
   OffsetDelete of that partition left (or the value of one in flight meanwhile): a coordinator's
   state after a reload from its log equals its state before.
@@ -30,6 +32,26 @@ if TYPE_CHECKING:
     from shoal.sim.trace import Trace
 
 TopicPartition = tuple[str, int]
+ADMIN_TOPIC_PREFIX = "adm-"  # the topics of `shoal.sim.admin`
+
+
+class EpochOrder:
+    """The ``epoch-fence`` invariant over one partition's log, batch by batch in offset order."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.newest: dict[int, tuple[int, int]] = {}  # producer id -> (newest epoch so far, its offset)
+
+    def went_back(self, h: rb.BatchHeader) -> str | None:
+        """What is wrong with ``h`` (the next batch), or None."""
+        if h.producer_id < 0:
+            return None
+        epoch, at = self.newest.get(h.producer_id, (-1, -1))
+        if h.producer_epoch < epoch:
+            return (f"{self.where}@{h.base_offset}: producer {h.producer_id} epoch {h.producer_epoch} after "
+                    f"its epoch {epoch} at offset {at}")
+        self.newest[h.producer_id] = (h.producer_epoch, h.base_offset)
+        return None
 
 
 @dataclass
@@ -86,6 +108,8 @@ class Checker:
                 tp = (t.name, p.index)
                 records = [r.value for _, r in rb.iter_all_records(sent[tp])]
                 self._check_durable(tp, p.base_offset + len(records) - 1, request.acks)
+                if t.name.startswith(ADMIN_TOPIC_PREFIX):
+                    continue  # an admin deletes records and topics of its own: nothing there must stay
                 for i, value in enumerate(records):
                     self._acked(tp, p.base_offset + i, bytes(value or b""))
 
@@ -197,12 +221,15 @@ class Checker:
         offset, end = plog.log_start_offset, plog.log_end_offset
         found: dict[int, bytes] = {}
         where: dict[bytes, int] = {}
+        epochs = EpochOrder(f"{tp[0]}-{tp[1]}")
         expected = offset
         while offset < end:
             buf = plog.read(offset, 1 << 20)
             if not buf:
                 break
             for h in rb.iter_batches(buf):
+                if (wrong := epochs.went_back(h)) is not None:
+                    self.fail("epoch-fence", wrong)
                 if h.base_offset != expected:
                     self.fail("offsets-dense", f"{tp}: batch at {h.base_offset}, expected {expected}")
                 expected = h.base_offset + h.last_offset_delta + 1

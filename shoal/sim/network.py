@@ -229,6 +229,7 @@ class SimNetwork:
         self._peers = 0
         self.handled = 0  # requests nodes began to handle
         self.ghost_tokens: set[int] = set()  # tokens of duplicate deliveries
+        self._cut_until: dict[int, float] = {}  # node id -> when its network partition heals
 
     def set_broker(self, broker: Broker) -> None:
         """After a whole-cluster restart: new connections reach the new broker's nodes."""
@@ -241,6 +242,15 @@ class SimNetwork:
                 phase: str) -> None:
         for observer in self.observers:
             observer(node_id, token, api_key, version, request, response, phase)
+
+    def isolate(self, node_id: int, seconds: float) -> None:
+        """A network partition: for ``seconds`` nothing reaches node ``node_id`` and nothing it
+        sends arrives. Its connections stay open; clients find out by their timeouts."""
+        self._cut_until[node_id] = max(self._cut_until.get(node_id, 0.0), self.loop.time() + seconds)
+        self.trace.fault("network-partition", f"node {node_id} cut off for {seconds:.1f} s")
+
+    def _cut(self, node_id: int) -> bool:
+        return self.loop.time() < self._cut_until.get(node_id, 0.0)
 
     # ------------------------------------------------------------------ delivery
     def _delay(self) -> float:
@@ -284,6 +294,8 @@ class SimNetwork:
 
     def _deliver(self, conn: ClientConnection, frame: bytearray, corr: int, api_key: int, version: int,
                  request: Any, drop: bool) -> None:
+        if self._cut(conn.node_id):
+            return
         server = self._server_for(conn)
         if server is None:  # connection refused: the node is down
             conn.server_closed()
@@ -297,7 +309,7 @@ class SimNetwork:
     def _deliver_ghost(self, node_id: int, client: str, frame: bytearray, corr: int, api_key: int,
                        version: int, request: Any) -> None:
         node = self.broker.nodes.get(node_id)
-        if node is None or not node.running:
+        if node is None or not node.running or self._cut(node_id):
             return
         self._peers += 1
         ghost = ServerConnection(self, node_id, f"10.1.{self._peers % 250}.1:{30000 + self._peers}", ghost=True)
@@ -315,7 +327,11 @@ class SimNetwork:
         at = max(self.loop.time() + self.rng.uniform(self.rates.min_delay_ms, self.rates.max_delay_ms) / 1000,
                  conn.last_response)
         conn.last_response = at
-        self.loop.call_at(at, conn.answer, corr, response)
+        self.loop.call_at(at, self._answer, server.node_id, conn, corr, response)
+
+    def _answer(self, node_id: int, conn: ClientConnection, corr: int, response: Any) -> None:
+        if not self._cut(node_id):
+            conn.answer(corr, response)
 
     # ------------------------------------------------------------------ nodes
     def node_stopped(self, node_id: int) -> None:

@@ -109,6 +109,20 @@ def _no_revoke(real: Callable[..., Any]) -> Callable[..., Any]:
     return reconcile
 
 
+def _skip_epoch_fence(real: Callable[..., Any]) -> Callable[..., Any]:
+    """A partition appends a producer's batch of an older epoch than its current one: a zombie
+    transactional producer, fenced by the coordinator's abort, still writes."""
+    client = importlib.import_module("shoal.storage.producer_state").AppendOrigin.CLIENT
+
+    def check_batch(self: Any, h: Any, origin: Any) -> Any:
+        entry = self.producers.get(h.producer_id)
+        if entry is not None and origin is client and h.producer_epoch < entry.epoch:
+            return None
+        return real(self, h, origin)
+
+    return check_batch
+
+
 PLANTS: dict[str, Plant] = {p.name: p for p in [
     Plant("ack-before-append", "produce acknowledges a batch before appending it",
           "shoal.broker.handlers.produce", "append", _ack_before_append, found_within=1),
@@ -121,6 +135,8 @@ PLANTS: dict[str, Plant] = {p.name: p for p in [
           "shoal.coordinator.group.consumer.heartbeat", "reconcile", _no_revoke, found_within=3),
     Plant("lso-past-open-txn", "the last stable offset passes an open transaction",
           "shoal.storage.log", "PartitionLog.last_stable_offset", _lso_past_open_txn, found_within=10),
+    Plant("skip-epoch-fence", "a partition appends a batch of a fenced (older) producer epoch",
+          "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence, found_within=10),
 ]}
 
 

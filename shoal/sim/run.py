@@ -13,14 +13,15 @@ import logging
 import os
 import random
 import tempfile
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal import entropy
 from shoal.broker.config import BrokerConfig
 from shoal.sim import loop as sim_loop
+from shoal.sim.admin import AdminClient
 from shoal.sim.cluster import SimCluster
 from shoal.sim.consumer_checks import ConsumerChecker
 from shoal.sim.consumer_groups import ProtocolMember
@@ -29,6 +30,7 @@ from shoal.sim.groups import GroupMember
 from shoal.sim.invariants import Checker
 from shoal.sim.network import FaultRates, SimNetwork
 from shoal.sim.plants import planted
+from shoal.sim.replay_checks import ReplayChecker
 from shoal.sim.trace import Trace, Violation
 from shoal.sim.txn import CommittedReader, TransactionalProducer
 from shoal.sim.txn_checks import TxnChecker
@@ -83,16 +85,14 @@ def _broker_config(log_dir: str, partitions: int) -> BrokerConfig:
 
 
 @contextlib.contextmanager
-def _seeded_uuids(seed: int) -> Iterator[None]:
-    """uuid4 from the seed while the run lasts: topic ids and member ids are random in shoal
-    (a seam to move into the cores; see the package notes), and member ids order assignments."""
-    rng = random.Random(f"{seed}-uuid")
-    real = uuid.uuid4
-    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+def _seeded_ids(seed: int) -> Iterator[None]:
+    """The ids shoal makes up (topic and member ids) drawn from the seed while the run lasts:
+    member ids order assignments, so they are part of the schedule."""
+    entropy.set_source(entropy.seeded(random.Random(f"{seed}-uuid")))
     try:
         yield
     finally:
-        uuid.uuid4 = real  # type: ignore[assignment]
+        entropy.reset_source()
 
 
 @contextlib.contextmanager
@@ -114,7 +114,7 @@ def run_seed(seed: int, *, plant: str | None = None, config: SimConfig | None = 
     loop = sim_loop.SimLoop()
     trace = Trace(keep_lines=keep_lines, clock=loop.time)
     checker = Checker(trace)
-    with tempfile.TemporaryDirectory(prefix="shoal-sim-", dir=_SCRATCH) as log_dir, _seeded_uuids(seed), planted(plant), _quiet():
+    with tempfile.TemporaryDirectory(prefix="shoal-sim-", dir=_SCRATCH) as log_dir, _seeded_ids(seed), planted(plant), _quiet():
         # An exception nobody awaited (a broker task, or the simulator's own) is a failure, not noise.
         loop.set_exception_handler(lambda _loop, ctx: trace.violation(
             "unhandled-error", f"{ctx.get('message')}: {ctx.get('exception')!r}"))
@@ -139,6 +139,10 @@ async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, ch
     network = cluster.network = SimNetwork(broker, random.Random(f"{seed}-net"), trace, config.rates)
     cluster.watchers.append(lambda b: setattr(checker, "broker", b))
     cluster.watchers.append(lambda b: setattr(txn_checker, "broker", b))
+    replay_checker = ReplayChecker(trace)
+    replay_checker.watch(broker)
+    cluster.watchers.append(replay_checker.watch)
+    cluster.before_crash.append(replay_checker.before_crash)
     network.observers.append(checker.observe)
     network.observers.append(GroupChecker(trace, network.ghost_tokens).observe)
     network.observers.append(txn_checker.observe)
@@ -148,7 +152,8 @@ async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, ch
         await _drive(seed, config, cluster, trace, checker, txn_checker)
         checker.final_check(cluster.broker, {w.topic: w.partitions})
         txn_checker.final_check(cluster.broker, w.partitions)
-        trace.emit(f"end: {checker.acked_records} records acknowledged, {network.handled} requests handled")
+        trace.emit(f"end: {checker.acked_records} records acknowledged, {network.handled} requests handled, "
+                   f"{replay_checker.compared} coordinator replays compared")
     finally:
         network.drop_all()
         await cluster.broker.close()
@@ -177,6 +182,8 @@ async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace
     workers += [client(TransactionalProducer, f"txn-producer-{i}", txn_checker=txn_checker, topic=w.txn_topic,
                        partitions=w.partitions, transactions=w.transactions_per_producer)
                 for i in range(w.txn_producers)]
+    workers += [client(AdminClient, f"admin-{i}", ops=w.admin_ops, replication=min(3, config.nodes))
+                for i in range(w.admins)]
     readers = [client(Reader, f"reader-{p}", checker=checker, topic=w.topic, partition=p)
                for p in range(w.partitions)]
     readers += [client(CommittedReader, f"committed-reader-{p}", checker=checker, txn_checker=txn_checker,

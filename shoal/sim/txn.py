@@ -112,6 +112,10 @@ class TransactionalProducer(SimClient):
             pause = TXN_TIMEOUT_MS / 1000 + self.rng.uniform(1.0, 3.0)
             self.trace.fault("producer-pause", f"{self.name} pauses {pause:.1f} s in transaction {t}")
             await asyncio.sleep(pause)
+            if self.rng.random() < 0.5:  # and writes on as a zombie: its epoch is fenced by now
+                value = f"{self.name}:{t}:zombie".encode()
+                await self._produce(self.rng.choice(parts), value)
+                self.checker.written(key, value)
         end = EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.pid,
                             producer_epoch=self.epoch, committed=commit)
         code = await self._coordinator_call(ApiKey.END_TXN, end, lambda r: r.error_code)

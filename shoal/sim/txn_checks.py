@@ -8,6 +8,7 @@
   committed: not aborted, not left open.
 - ``txn-atomic``: a transaction whose EndTxn(commit) was acknowledged has every record it wrote
   committed; one whose abort was acknowledged has none; any other has all or none.
+- ``epoch-fence``: as in `invariants`, over the transactional topic (markers included).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.protocol import record_batch as rb
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.sim.invariants import EpochOrder
 
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
@@ -80,7 +82,7 @@ class TxnChecker:
     def final_check(self, broker: Broker, partitions: int) -> None:
         status: dict[bytes, str] = {}
         for p in range(partitions):
-            self._scan(broker.partition_log(self.topic, p), status)
+            self._scan(f"{self.topic}-{p}", broker.partition_log(self.topic, p), status)
         for value, (tp, offset, who) in self.seen.items():
             state = status.get(value, "missing")
             if state == "aborted":
@@ -97,14 +99,17 @@ class TxnChecker:
             elif commit is None and "committed" in states and len(states) > 1:
                 self.fail("txn-atomic", f"{key} partly committed: {sorted(states)}")
 
-    def _scan(self, plog: Any, status: dict[bytes, str]) -> None:
+    def _scan(self, where: str, plog: Any, status: dict[bytes, str]) -> None:
         open_values: dict[int, list[bytes]] = {}
+        epochs = EpochOrder(where)
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             buf = plog.read(offset, 1 << 20)
             if not buf:
                 break
             for h in rb.iter_batches(buf):
+                if (wrong := epochs.went_back(h)) is not None:
+                    self.fail("epoch-fence", wrong)
                 if h.is_control:
                     verdict = "committed" if rb.control_type(buf, h) == rb.CONTROL_COMMIT else "aborted"
                     for v in open_values.pop(h.producer_id, []):

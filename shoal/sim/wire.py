@@ -25,13 +25,15 @@ if TYPE_CHECKING:
     from shoal.sim.network import ClientConnection, SimNetwork
     from shoal.sim.trace import Trace
 
-# One version per API: recent, but before topic ids replace topic names (Fetch 13) and before
-# batched coordinator lookups (FindCoordinator 4, OffsetFetch 8).
+# One version per API: recent, but before topic ids replace topic names (Fetch 13, DeleteTopics 6)
+# and before batched coordinator lookups (FindCoordinator 4, OffsetFetch 8).
 VERSIONS = {
-    ApiKey.PRODUCE: 9, ApiKey.FETCH: 11, ApiKey.METADATA: 9, ApiKey.FIND_COORDINATOR: 3,
+    ApiKey.PRODUCE: 9, ApiKey.FETCH: 11, ApiKey.METADATA: 12, ApiKey.FIND_COORDINATOR: 3,
     ApiKey.OFFSET_COMMIT: 8, ApiKey.OFFSET_FETCH: 7, ApiKey.OFFSET_DELETE: 0, ApiKey.INIT_PRODUCER_ID: 4,
     ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.END_TXN: 3, ApiKey.JOIN_GROUP: 5, ApiKey.SYNC_GROUP: 3,
     ApiKey.HEARTBEAT: 3, ApiKey.LEAVE_GROUP: 3, ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
+    ApiKey.CREATE_TOPICS: 7, ApiKey.DELETE_TOPICS: 5, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_RECORDS: 2,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 1, ApiKey.DESCRIBE_CONFIGS: 4,
 }
 
 REQUEST_TIMEOUT_S = 1.5

@@ -53,11 +53,14 @@ class WorkloadConfig:
     member_lifetime_s: float = 12.0
     consumer_groups: int = 1  # KIP-848 consumer-protocol groups
     consumer_members_per_group: int = 3
+    admins: int = 1  # admin clients (topics of their own: create, add partitions, delete records, ...)
+    admin_ops: int = 12
     duration_s: float = 60.0  # virtual seconds before the clients are stopped, done or not
     crash_every_s: float = 2.5  # mean virtual time between node crashes (0: none)
     down_s: tuple[float, float] = (0.3, 3.0)
     restart_share: float = 0.15  # of crash events, the share that take the whole cluster down
     clock_jump_share: float = 0.1  # of crash events, the share that step the wall clock instead
+    partition_share: float = 0.15  # of crash events, the share that cut a node off the network instead
 
 
 class IdempotentProducer(SimClient):
@@ -85,12 +88,20 @@ class IdempotentProducer(SimClient):
             value = f"{self.name}:{i}".encode()
             batch = rb.build_batch([(now_ms(), self.name.encode(), value, [])], producer_id=pid,
                                    producer_epoch=epoch, base_sequence=seqs[p])
-            if not await self._send(p, batch, value):
+            outcome = await self._send(p, batch, value)
+            if outcome == "refused":
                 return
-            seqs[p] += 1
+            if outcome == "expired":
+                # as Java's idempotent producer after a batch expires unanswered (KIP-360): a new epoch,
+                # bumped locally, sequences from 0; the expired batch's copies still in flight are fenced
+                epoch, seqs = epoch + 1, defaultdict(int)
+                self.trace.emit(f"{self.name} gives up on {value.decode()}: epoch {epoch}")
+            else:
+                seqs[p] += 1
             await asyncio.sleep(self.rng.uniform(0.0, 0.3))
 
-    async def _send(self, p: int, batch: bytes, value: bytes) -> bool:
+    async def _send(self, p: int, batch: bytes, value: bytes) -> str:
+        """"acked", "refused" (a violation, already reported) or "expired" (given up unanswered)."""
         attempts = 0
         while True:
             attempts += 1
@@ -98,6 +109,8 @@ class IdempotentProducer(SimClient):
             try:
                 resp = await self.call(leader, ApiKey.PRODUCE, produce_request(self.topic, p, batch, self.acks))
             except NetworkError as e:
+                if self.rng.random() < 0.2:
+                    return "expired"
                 self.trace.emit(f"{self.name} retries {value.decode()} ({type(e).__name__})")
                 await self.backoff()
                 continue
@@ -105,14 +118,14 @@ class IdempotentProducer(SimClient):
             if part.error_code == 0:
                 self.trace.emit(f"{self.name} acked {value.decode()} at {self.topic}-{p}@{part.base_offset}"
                                 f" after {attempts}")
-                return True
+                return "acked"
             if part.error_code in RETRY_ELSEWHERE:
                 self.leaders.pop((self.topic, p), None)
                 await self.backoff()
                 continue
             self.checker.fail("produce-refused", f"{self.name}: {value.decode()} to {self.topic}-{p} refused with "
                                                  f"{ErrorCode(part.error_code).name}")
-            return False
+            return "refused"
 
 
 class Reader(SimClient):

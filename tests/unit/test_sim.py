@@ -4,6 +4,7 @@ bugs found."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import pytest
@@ -12,7 +13,7 @@ from shoal import clock
 from shoal.sim import loop as sim_loop
 from shoal.sim.__main__ import main as sim_main
 from shoal.sim.plants import PLANTS
-from shoal.sim.run import run_seed
+from shoal.sim.run import SimConfig, run_seed
 
 CLEAN_SEEDS = range(1, 41)
 
@@ -59,6 +60,8 @@ def test_same_seed_same_trace() -> None:
     assert first.digest == second.digest
     assert first.steps > 50 and first.acked_records > 0
     assert {"node-crash", "cluster-restart"} <= set(first.faults)
+    replays = re.search(r"(\d+) coordinator replays compared", first.lines[-1])
+    assert replays and int(replays[1]) > 0, first.lines[-1]  # the replay-state invariant had work to do
 
 
 def test_seeds_run_clean_with_faults_injected() -> None:
@@ -70,7 +73,7 @@ def test_seeds_run_clean_with_faults_injected() -> None:
             faults[kind] = faults.get(kind, 0) + n
     # every kind of fault happened somewhere in the range, so the clean result means something
     assert {"delay", "lose-request", "lose-response", "drop-connection", "duplicate", "node-crash",
-            "member-pause", "producer-pause", "cluster-restart", "clock-jump"} <= set(faults)
+            "member-pause", "producer-pause", "cluster-restart", "clock-jump", "network-partition"} <= set(faults)
 
 
 @pytest.mark.parametrize("name", sorted(PLANTS))
@@ -98,3 +101,27 @@ def test_cli_summary_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None
     assert "seed 1 FAILED: ack-durable" in capsys.readouterr().out
     assert sim_main(["--plant", "list"]) == 0
     assert "replay-without-tombstones" in capsys.readouterr().out
+
+
+def test_seeds_in_parallel_processes_give_the_same_runs() -> None:
+    from shoal.sim.__main__ import _results
+
+    serial = [r.digest for r in _results(range(5, 9), None, 1, False, None)]
+    parallel = [r.digest for r in _results(range(5, 9), None, 2, False, None)]
+    assert serial == parallel
+
+
+def test_shrink_keeps_the_failure_on_a_shorter_schedule(capsys: pytest.CaptureFixture[str]) -> None:
+    from shoal.sim.shrink import changed, shrink, with_settings
+
+    best, first, last = shrink(1, "ack-before-append")
+    assert not last.ok and last.violations[0].invariant == first.violations[0].invariant == "ack-durable"
+    assert last.steps < first.steps and changed(best)
+    # the printed replay settings give that run again
+    again = run_seed(1, plant="ack-before-append", config=with_settings(SimConfig(), dict(
+        kv.split("=", 1) for kv in changed(best).split(","))), keep_lines=False)
+    assert again.digest == last.digest
+    with pytest.raises(ValueError, match="nothing to shrink"):
+        shrink(1, None)
+    assert sim_main(["--seed", "1", "--plant", "ack-before-append", "--shrink"]) == 1
+    assert "replay: python -m shoal.sim --seed 1 --plant ack-before-append --set " in capsys.readouterr().out
