@@ -46,4 +46,6 @@ wait "$drivers" || echo "building the Go/JS client drivers failed; tests/interop
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py \
     shoal/sim shoal/clock.py shoal/entropy.py
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
+# Two worker processes (SHOAL_TEST_WORKERS to change), each taking whole test modules: a module's
+# fixtures (a Spark job's results, a Kafka cluster) are set up once, in one worker.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${SHOAL_TEST_WORKERS:-2}" --dist loadfile --durations=30 "$@"

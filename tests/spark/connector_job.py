@@ -247,23 +247,29 @@ JOBS = {"batch": batch_jobs, "stream": stream_job, "write": write_job, "cross": 
 
 
 def main() -> None:
-    spec = json.loads(open(sys.argv[1]).read())
+    """SPEC.json holds one spec or a list of them (the same format and jars, e.g. one per broker),
+    run in turn in one Spark session; OUT.json gets one result (or the list of them) back."""
+    given = json.loads(open(sys.argv[1]).read())
+    specs = given if isinstance(given, list) else [given]
     from pyspark.sql import SparkSession
 
-    b = (SparkSession.builder.master("local[2,3]").appName(f"connector-{spec['format']}")
+    b = (SparkSession.builder.master("local[2,3]").appName(f"connector-{specs[0]['format']}")
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))
-    if spec.get("jars"):
-        b = b.config("spark.jars", ",".join(spec["jars"]))
+    if specs[0].get("jars"):
+        b = b.config("spark.jars", ",".join(specs[0]["jars"]))
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    out: dict[str, Any] = {}
+    outs: list[dict[str, Any]] = []
     try:
-        for job in spec["jobs"]:
-            out.update(JOBS[job](spark, spec["format"], spec))
+        for spec in specs:
+            out: dict[str, Any] = {}
+            for job in spec["jobs"]:
+                out.update(JOBS[job](spark, spec["format"], spec))
+            outs.append(out)
     finally:
         spark.stop()
     with open(sys.argv[2], "w") as f:
-        json.dump(out, f)
+        json.dump(outs if isinstance(given, list) else outs[0], f)
 
 
 if __name__ == "__main__":

@@ -72,16 +72,18 @@ def prepare(bootstrap: str) -> None:
         tp.commit_transaction(30) if commit else tp.abort_transaction(30)
 
 
-def run_job(python: Path, spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
-    name = f"{spec['format']}-{uuid.uuid4().hex[:6]}"
+def run_job(python: Path, spec: Any, tmp: Path) -> Any:
+    """Run connector_job.py on one spec, or on a list of specs in one Spark session."""
+    fmt = (spec[0] if isinstance(spec, list) else spec)["format"]
+    name = f"{fmt}-{uuid.uuid4().hex[:6]}"
     spec_path, out_path = tmp / f"{name}.spec.json", tmp / f"{name}.out.json"
     spec_path.write_text(json.dumps(spec))
     res = subprocess.run([str(python), str(JOB), str(spec_path), str(out_path)], cwd=tmp,
-                         capture_output=True, text=True, timeout=400,
+                         capture_output=True, text=True, timeout=600,
                          env={"PATH": f"{python.parent}:/usr/bin:/bin", "PYSPARK_PYTHON": str(python),
                               "HOME": str(Path.home()), "JAVA_HOME": _java_home()})
     causes = [line for line in res.stderr.splitlines() if "Exception" in line or "Error" in line]
-    assert res.returncode == 0, f"{spec['format']} job failed:\n" + ("\n".join(causes[:8]) or res.stderr[-3000:])
+    assert res.returncode == 0, f"{fmt} job failed:\n" + ("\n".join(causes[:8]) or res.stderr[-3000:])
     return json.loads(out_path.read_text())
 
 
@@ -117,20 +119,26 @@ def read_back(bootstrap: str, topic: str) -> list[list[Any]]:
 def results(broker, kafka_broker, connector_jars, tmp_path_factory) -> dict[tuple[str, str], dict[str, Any]]:
     """Every job, on every (broker, connector) pair."""
     pythons = {"kafka": spark_kafka_python(), "shoal": Path(sys.executable)}
+    brokers = {"shoal": broker.bootstrap, "kafka": kafka_broker.bootstrap_servers}
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for kind, bootstrap in (("shoal", broker.bootstrap), ("kafka", kafka_broker.bootstrap_servers)):
+    tmp = {}
+    for kind, bootstrap in brokers.items():
         prepare(bootstrap)
-        tmp = tmp_path_factory.mktemp(f"connectors-{kind}")
-        # Spark's connector writes first, so that both outputs exist when each connector reads them.
-        later = ["batch", "stream", "cross", "min_trigger", "recreate"]
-        for fmt, jobs in (("kafka", ["write"]), ("shoal", ["write", *later]), ("kafka", later)):
-            spec = {"format": fmt, "bootstrap": bootstrap, "jars": connector_jars if fmt == "kafka" else [],
-                    "jobs": jobs, "middle_timestamp": BASE_TS + 10 * STEP_MS,
-                    "write_timestamp": WRITE_TS, "checkpoint": str(tmp / f"ckpt-{fmt}"),
-                    "topics": {"data": "conn-data", "txn": "conn-txn", "out": f"conn-out-{fmt}",
-                               "out_prefix": "conn-out-", "stream": f"conn-stream-{fmt}", "min": f"conn-min-{fmt}",
-                               "rr": f"conn-rr-{fmt}", "recreate": f"conn-recreate-{fmt}"}}
-            out.setdefault((kind, fmt), {}).update(run_job(pythons[fmt], spec, tmp))
+        tmp[kind] = tmp_path_factory.mktemp(f"connectors-{kind}")
+    # Spark's connector writes first, so that both outputs exist when each connector reads them. Each
+    # step runs on both brokers in one Spark session (a driver's start is most of a small job's time).
+    later = ["batch", "stream", "cross", "min_trigger", "recreate"]
+    for fmt, jobs in (("kafka", ["write"]), ("shoal", ["write", *later]), ("kafka", later)):
+        specs = [{"format": fmt, "bootstrap": bootstrap, "jars": connector_jars if fmt == "kafka" else [],
+                  "jobs": jobs, "middle_timestamp": BASE_TS + 10 * STEP_MS,
+                  "write_timestamp": WRITE_TS, "checkpoint": str(tmp[kind] / f"ckpt-{fmt}"),
+                  "topics": {"data": "conn-data", "txn": "conn-txn", "out": f"conn-out-{fmt}",
+                             "out_prefix": "conn-out-", "stream": f"conn-stream-{fmt}", "min": f"conn-min-{fmt}",
+                             "rr": f"conn-rr-{fmt}", "recreate": f"conn-recreate-{fmt}"}}
+                 for kind, bootstrap in brokers.items()]
+        for kind, got in zip(brokers, run_job(pythons[fmt], specs, tmp[next(iter(brokers))]), strict=True):
+            out.setdefault((kind, fmt), {}).update(got)
+    for kind, bootstrap in brokers.items():
         for fmt in ("kafka", "shoal"):
             out[(kind, fmt)]["written"] = read_back(bootstrap, f"conn-out-{fmt}")
             rr = read_back(bootstrap, f"conn-rr-{fmt}")
