@@ -1,19 +1,24 @@
-"""Producer / consumer throughput: the shoal client beside confluent-kafka (librdkafka).
+"""Producer / consumer throughput: the shoal client (sync and asyncio) beside aiokafka and
+confluent-kafka (librdkafka).
 
     .venv/bin/python bench/client.py [--records 200000] [--size 1024] [--partitions 4]
                                      [--bootstrap HOST:PORT | --mock] [--repeat 1]
+                                     [--clients shoal,shoal-aio,aiokafka,confluent-kafka]
 
 By default a `shoal serve` subprocess (one node, data in a temporary directory) is started
-and both clients run the same workload against it: N records of --size bytes (no key)
+and every client runs the same workload against it: N records of --size bytes (no key)
 produced with acks=1, linger.ms=5, batch.size=256 KiB, then read back by assign() from
-offset 0.  --mock uses librdkafka's in-process mock cluster instead (it keeps only the
-tail of each partition, so the consumers read what is retained).  Prints MB/s and
-records/s (medians over --repeat); nothing is asserted.
+offset 0 (max.poll.records 2000).  --mock uses librdkafka's in-process mock cluster instead
+(it keeps only the tail of each partition, so the consumers read what is retained).  The
+clients take turns within each repeat (the machine's noise falls on all of them alike).
+Prints MB/s and records/s (medians over --repeat) and each client's ratio to aiokafka's;
+nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import socket
 import statistics
@@ -22,12 +27,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import confluent_kafka
 import confluent_kafka.admin
 
-from shoal.client import Consumer, Producer, TopicPartition
+from shoal.client import AIOConsumer, AIOProducer, Consumer, Producer, TopicPartition
 
 PRODUCER_CONF = {"acks": "1", "linger.ms": 5, "batch.size": 262144}
 
@@ -42,6 +48,38 @@ def shoal_produce(bs: str, topic: str, n: int, value: bytes) -> float:
     dt = time.perf_counter() - t
     p.close()
     return dt
+
+
+def shoal_aio_produce(bs: str, topic: str, n: int, value: bytes) -> float:
+    async def go() -> float:
+        p = AIOProducer({"bootstrap.servers": bs, **PRODUCER_CONF})
+        await p.start()
+        await p.partitions_for(topic)
+        t = time.perf_counter()
+        for _ in range(n):
+            await p.send(topic, value)
+        await p.flush()
+        dt = time.perf_counter() - t
+        await p.close()
+        return dt
+    return asyncio.run(go())
+
+
+def aiokafka_produce(bs: str, topic: str, n: int, value: bytes) -> float:
+    import aiokafka
+
+    async def go() -> float:
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=bs, acks=1, linger_ms=5, max_batch_size=262144)
+        await p.start()
+        await p.partitions_for(topic)
+        t = time.perf_counter()
+        for _ in range(n):
+            await p.send(topic, value)
+        await p.flush()
+        dt = time.perf_counter() - t
+        await p.stop()
+        return dt
+    return asyncio.run(go())
 
 
 def ck_produce(bs: str, topic: str, n: int, value: bytes) -> float:
@@ -59,16 +97,69 @@ def ck_produce(bs: str, topic: str, n: int, value: bytes) -> float:
     return time.perf_counter() - t
 
 
+# --touch: the consumers read every record's value (as an application would), not only count them.
+TOUCH = False
+
+
+def _count(batches: Iterable[Sequence[Any]], value: Callable[[Any], Any]) -> int:
+    """How many records; with TOUCH, each record's value is read too."""
+    if not TOUCH:
+        return sum(len(v) for v in batches)
+    got = 0
+    for recs in batches:
+        for r in recs:
+            value(r)
+            got += 1
+    return got
+
+
+def _value(r: Any) -> Any:
+    return r.value
+
+
 def shoal_consume(bs: str, topic: str, parts: list[int], n: int) -> float:
     c = Consumer({"bootstrap.servers": bs, "auto.offset.reset": "earliest", "max.poll.records": 2000})
     c.assign([TopicPartition(topic, p) for p in parts])
     got = 0
     t = time.perf_counter()
     while got < n:
-        got += sum(len(v) for v in c.poll(1000).values())
+        got += _count(c.poll(1000).values(), _value)
     dt = time.perf_counter() - t
     c.close()
     return dt
+
+
+def shoal_aio_consume(bs: str, topic: str, parts: list[int], n: int) -> float:
+    async def go() -> float:
+        c = AIOConsumer({"bootstrap.servers": bs, "auto.offset.reset": "earliest", "max.poll.records": 2000})
+        await c.start()  # as aiokafka's below: connecting is not part of the timed work
+        c.assign([TopicPartition(topic, p) for p in parts])
+        got = 0
+        t = time.perf_counter()
+        while got < n:
+            got += _count((await c.poll(1000)).values(), _value)
+        dt = time.perf_counter() - t
+        await c.close()
+        return dt
+    return asyncio.run(go())
+
+
+def aiokafka_consume(bs: str, topic: str, parts: list[int], n: int) -> float:
+    import aiokafka
+
+    async def go() -> float:
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bs, auto_offset_reset="earliest",
+                                      enable_auto_commit=False, max_poll_records=2000)
+        await c.start()
+        c.assign([aiokafka.TopicPartition(topic, p) for p in parts])
+        got = 0
+        t = time.perf_counter()
+        while got < n:
+            got += _count((await c.getmany(timeout_ms=1000, max_records=2000)).values(), _value)
+        dt = time.perf_counter() - t
+        await c.stop()
+        return dt
+    return asyncio.run(go())
 
 
 def ck_consume(bs: str, topic: str, parts: list[int], n: int) -> float:
@@ -79,7 +170,7 @@ def ck_consume(bs: str, topic: str, parts: list[int], n: int) -> float:
     t = time.perf_counter()
     while got < n:
         msgs = c.consume(1000, 1.0)
-        got += sum(1 for m in msgs if m.error() is None)
+        got += _count([[m for m in msgs if m.error() is None]], lambda m: m.value())
     dt = time.perf_counter() - t
     c.close()
     return dt
@@ -128,29 +219,50 @@ def mock_cluster() -> Iterator[str]:
     del owner
 
 
-def run(bs: str, n: int, size: int, partitions: int, repeat: int) -> None:
+CLIENTS: dict[str, tuple[Callable[[str, str, int, bytes], float], Callable[[str, str, list[int], int], float]]] = {
+    "shoal": (shoal_produce, shoal_consume),
+    "shoal-aio": (shoal_aio_produce, shoal_aio_consume),
+    "aiokafka": (aiokafka_produce, aiokafka_consume),
+    "confluent-kafka": (ck_produce, ck_consume),
+}
+
+
+def run(bs: str, n: int, size: int, partitions: int, repeat: int, clients: list[str]) -> None:
     value = b"x" * size
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bs, "log_level": 0})
-    print(f"bootstrap={bs} records={n} value={size}B partitions={partitions} repeat={repeat}")
-    for name, produce, consume in (("shoal", shoal_produce, shoal_consume), ("confluent-kafka", ck_produce, ck_consume)):
-        prod, cons = [], []
-        for _ in range(repeat):
+    print(f"bootstrap={bs} records={n} value={size}B partitions={partitions} repeat={repeat} touch={TOUCH}")
+    prod: dict[str, list[float]] = {name: [] for name in clients}
+    cons: dict[str, list[tuple[float, int]]] = {name: [] for name in clients}
+    for _ in range(repeat):
+        for name in clients:
+            produce, consume = CLIENTS[name]
             topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
             for f in admin.create_topics([confluent_kafka.admin.NewTopic(topic, partitions, 1)]).values():
                 f.result(15)
-            dt = produce(bs, topic, n, value)
-            prod.append(dt)
+            prod[name].append(produce(bs, topic, n, value))
             w = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "wm", "log_level": 0})
             avail = 0
             for p in range(partitions):
                 lo, hi = w.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)
                 avail += hi - lo
             w.close()
-            cons.append((consume(bs, topic, list(range(partitions)), avail), avail))
-        dt = statistics.median(prod)
-        print(f"{name:16s} produce {n * size / 1e6 / dt:8.1f} MB/s {n / dt:10.0f} rec/s")
-        dt, avail = sorted(cons)[len(cons) // 2]
-        print(f"{name:16s} consume {avail * size / 1e6 / dt:8.1f} MB/s {avail / dt:10.0f} rec/s ({avail} read)")
+            cons[name].append((consume(bs, topic, list(range(partitions)), avail), avail))
+            for f in admin.delete_topics([topic]).values():
+                with contextlib.suppress(Exception):
+                    f.result(15)
+    rates: dict[str, tuple[float, float]] = {}
+    for name in clients:
+        pdt = statistics.median(prod[name])
+        cdt, avail = sorted(cons[name])[len(cons[name]) // 2]
+        rates[name] = (n * size / 1e6 / pdt, avail * size / 1e6 / cdt)
+        print(f"{name:16s} produce {rates[name][0]:8.1f} MB/s {n / pdt:10.0f} rec/s")
+        print(f"{name:16s} consume {rates[name][1]:8.1f} MB/s {avail / cdt:10.0f} rec/s ({avail} read)")
+    if "aiokafka" in rates:
+        base = rates["aiokafka"]
+        for name in clients:
+            if name != "aiokafka":
+                print(f"{name:16s} / aiokafka: produce {rates[name][0] / base[0]:.2f}x consume "
+                      f"{rates[name][1] / base[1]:.2f}x")
 
 
 def main() -> None:
@@ -162,7 +274,16 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--clients", default="shoal,shoal-aio,aiokafka,confluent-kafka",
+                    help="comma-separated, from: " + ", ".join(CLIENTS))
+    ap.add_argument("--touch", action="store_true", help="consumers read each record's value, not only count")
     args = ap.parse_args()
+    global TOUCH
+    TOUCH = args.touch
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    unknown = set(clients) - set(CLIENTS)
+    if unknown:
+        ap.error(f"unknown clients {sorted(unknown)}")
     if args.bootstrap:
         ctx: contextlib.AbstractContextManager[str] = contextlib.nullcontext(args.bootstrap)
     elif args.mock:
@@ -170,7 +291,7 @@ def main() -> None:
     else:
         ctx = shoal_broker(args.partitions)
     with ctx as bs:
-        run(bs, args.records, args.size, args.partitions, args.repeat)
+        run(bs, args.records, args.size, args.partitions, args.repeat, clients)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shoal.protocol.record_batch import EncodedRecords, build_batch, build_batch_encoded
+from shoal.clock import monotonic_ms as now_ms
+from shoal.protocol.record_batch import EncodedRecords, build_batch, build_batch_encoded, encode_records
 
 from .errors import KafkaTimeoutError
 from .structs import RecordMetadata, TopicPartition
@@ -98,10 +99,12 @@ class ProducerBatch:
                 base_sequence=self.base_sequence, is_transactional=self.is_transactional)
             if isinstance(self.rows, EncodedRecords):
                 self.payload = build_batch_encoded(self.rows, **header)
+            elif self.rows is not None:
+                self.payload = build_batch(self.rows, **header)
             else:
-                rows = self.rows if self.rows is not None else [(r.timestamp, r.key, r.value, r.headers)
-                                                                for r in self.records]
-                self.payload = build_batch(rows, **header)
+                # The same bytes as build_batch, encoded in one pass (see encode_records).
+                self.payload = build_batch_encoded(
+                    encode_records([(r.timestamp, r.key, r.value, r.headers) for r in self.records]), **header)
         return self.payload
 
     def metadata(self, i: int) -> RecordMetadata:
@@ -139,6 +142,8 @@ class ProducerBatch:
             self.done = True
         self._event.set()
         for i, r in enumerate(self.records):
+            if r.future is None and r.callback is None and not r.done_callbacks:
+                continue  # nobody to tell (the sync face's RecordFuture reads the batch)
             md = None if exc is not None else self.metadata(i)
             if r.future is not None and not r.future.done():
                 if exc is not None:
@@ -240,8 +245,9 @@ class RecordAccumulator:
         self.space = asyncio.Event()
         self.space.set()
 
-    def append(self, tp: TopicPartition, rec: PendingRecord, now: int) -> tuple[ProducerBatch, bool]:
-        """Add ``rec``; return its batch and whether a new batch had to be opened."""
+    def append(self, tp: TopicPartition, rec: PendingRecord, now: int | None = None) -> tuple[ProducerBatch, bool]:
+        """Add ``rec``; return its batch and whether a new batch had to be opened (at ``now``,
+        by default the clock's: read only then)."""
         q = self.batches.get(tp)
         if q is None:
             q = self.batches[tp] = deque()
@@ -251,7 +257,7 @@ class RecordAccumulator:
                 self._grow(q[-1].size - before)
                 return q[-1], False
             q[-1].closed = True
-        b = ProducerBatch(tp, now)
+        b = ProducerBatch(tp, now_ms() if now is None else now)
         b.try_append(rec, self.batch_size)
         q.append(b)
         self._grow(b.size)

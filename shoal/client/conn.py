@@ -22,10 +22,12 @@ from .errors import (
     SaslAuthenticationFailed,
     SslAuthenticationFailed,
 )
+from .framing import FrameProtocol
 from .protocol import CLIENT_MAX_VERSIONS, SPECS, VERSION_RANGES, api_key_of
 from .security import client_security, reauthentication_delay_ms
 
 log = logging.getLogger(__name__)
+
 
 
 def _tls_refused(e: ssl.SSLError) -> bool:
@@ -59,11 +61,10 @@ class BrokerConnection:
         self.node_id = node_id
         self._config = config
         self._client_id: str = config.get("client.id") or ""
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: FrameProtocol | None = None  # the socket (see framing.py); None until connected
+        self._transport: asyncio.Transport | None = None
         self._pending: dict[int, tuple[asyncio.Future, int, int]] = {}
         self._correlation = 0
-        self._read_task: asyncio.Task | None = None
         self.versions: dict[int, int] = {}
         # Per-client caps ({api_key: max_version}) for brokers that advertise more than they parse.
         self._caps: dict[int, int] = dict(config.get("api.version.caps") or {})
@@ -94,8 +95,10 @@ class BrokerConnection:
             tls = {"ssl": security.ssl_context, "server_hostname": security.server_hostname(self.host),
                    "ssl_handshake_timeout": timeout}
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, **tls), timeout
+            loop = asyncio.get_running_loop()
+            protocol = FrameProtocol(self._on_frame, self._on_lost)
+            transport, _ = await asyncio.wait_for(
+                loop.create_connection(lambda: protocol, self.host, self.port, **tls), timeout
             )
         except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
             self.closed = True
@@ -103,7 +106,7 @@ class BrokerConnection:
                 raise SslAuthenticationFailed(
                     f"SSL handshake with {self.host}:{self.port} failed: {e.reason or e}") from e
             raise KafkaConnectionError(f"connect to {self.host}:{self.port} failed: {e!r}") from e
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self._protocol, self._transport = protocol, transport
         try:
             await self._negotiate()
         except KafkaConnectionError as e:
@@ -162,7 +165,7 @@ class BrokerConnection:
 
     async def _exchange(self, request: Any, version: int) -> Any:
         """Send ``request`` now, past any held requests (the authentication exchange's own)."""
-        if self.closed or self._writer is None:
+        if self.closed or self._transport is None:
             raise KafkaConnectionError(f"connection to node {self.node_id} is closed")
         fut = asyncio.get_running_loop().create_future()
         self._write(request, api_key_of(request), version, fut)
@@ -269,7 +272,7 @@ class BrokerConnection:
     ) -> asyncio.Future | None:
         """Write ``request`` now (after re-authentication, if that is under way); return the
         future of its response."""
-        if self.closed or self._writer is None:
+        if self.closed or self._transport is None:
             raise KafkaConnectionError(f"connection to node {self.node_id} is closed")
         api_key = api_key_of(request)
         if version is None:
@@ -285,54 +288,49 @@ class BrokerConnection:
         return fut
 
     def _write(self, request: Any, api_key: int, version: int, fut: asyncio.Future | None) -> None:
-        assert self._writer is not None
+        assert self._transport is not None
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         cid = self._correlation
         frame = encode_request(api_key, version, cid, self._client_id, request.encode(version))
         if fut is not None:
             self._pending[cid] = (fut, api_key, version)
-        self._writer.write(frame)
+        self._transport.write(frame)
 
     async def drain(self) -> None:
-        if self._writer is not None:
-            await self._writer.drain()
+        if self._protocol is not None:
+            await self._protocol.drain()
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        err: BaseException = KafkaConnectionError(f"connection to node {self.node_id} closed by peer")
+    def _on_frame(self, body: memoryview) -> None:
+        """One response frame (after its size prefix): resolve the future of its request."""
+        (cid,) = struct.unpack_from(">i", body, 0)
+        entry = self._pending.pop(cid, None)
+        if not self._pending and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if entry is None:
+            log.warning("node %s: response with unknown correlation id %s", self.node_id, cid)
+            return
+        fut, api_key, version = entry
+        if fut.done():
+            return
         try:
-            while True:
-                head = await self._reader.readexactly(4)
-                (size,) = struct.unpack(">i", head)
-                body = await self._reader.readexactly(size)
-                (cid,) = struct.unpack_from(">i", body, 0)
-                entry = self._pending.pop(cid, None)
-                if not self._pending and self._drained is not None and not self._drained.done():
-                    self._drained.set_result(None)
-                if entry is None:
-                    log.warning("node %s: response with unknown correlation id %s", self.node_id, cid)
-                    continue
-                fut, api_key, version = entry
-                if fut.done():
-                    continue
-                try:
-                    mv = memoryview(body)
-                    _cid, pos = decode_response_header(mv, response_header_version(api_key, version))
-                    fut.set_result(SPECS[api_key].response.decode(mv[pos:], version))
-                except DecodeError as e:
-                    # A response we cannot parse leaves the stream's state unknown: treat it
-                    # as a broken connection, which every caller already retries.
-                    err = KafkaConnectionError(f"node {self.node_id}: undecodable response: {e}")
-                    fut.set_exception(err)
-                    break
-        except ssl.SSLError as e:
+            _cid, pos = decode_response_header(body, response_header_version(api_key, version))
+            fut.set_result(SPECS[api_key].response.decode(body[pos:], version))
+        except DecodeError as e:
+            # A response we cannot parse leaves the stream's state unknown: treat it
+            # as a broken connection, which every caller already retries.
+            err = KafkaConnectionError(f"node {self.node_id}: undecodable response: {e}")
+            fut.set_exception(err)
+            self.close(err)
+
+    def _on_lost(self, exc: BaseException | None) -> None:
+        """The socket closed (``exc``: why, None for a clean end): fail what still waits."""
+        err: BaseException = KafkaConnectionError(f"connection to node {self.node_id} closed by peer")
+        if isinstance(exc, ssl.SSLError):
             # With TLS 1.3 a refused client certificate shows up at the first read.
-            err = (SslAuthenticationFailed(f"SSL handshake with node {self.node_id} failed: {e.reason or e}")
-                   if _tls_refused(e) else KafkaConnectionError(f"connection to node {self.node_id} lost: {e!r}"))
-        except (asyncio.IncompleteReadError, OSError) as e:
-            err = KafkaConnectionError(f"connection to node {self.node_id} lost: {e!r}")
-        except asyncio.CancelledError:
-            err = KafkaConnectionError(f"connection to node {self.node_id} closed")
+            err = (SslAuthenticationFailed(f"SSL handshake with node {self.node_id} failed: {exc.reason or exc}")
+                   if _tls_refused(exc) else KafkaConnectionError(f"connection to node {self.node_id} lost: {exc!r}"))
+        elif exc is not None:
+            err = KafkaConnectionError(f"connection to node {self.node_id} lost: {exc!r}")
         self.close(err)
 
     def close(self, error: BaseException | None = None) -> None:
@@ -357,9 +355,6 @@ class BrokerConnection:
         reauth = self._reauth_task
         if reauth is not None and reauth is not asyncio.current_task() and not reauth.done():
             reauth.cancel()
-        if self._writer is not None:
+        if self._transport is not None:
             with contextlib.suppress(Exception):
-                self._writer.close()
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
+                self._transport.close()

@@ -26,8 +26,9 @@ from .errors import (
 )
 from .fetcher import Fetcher
 from .membership import GroupMembership, check_protocol_settings, make_membership
-from .protocol import request_class
-from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition, by_topic
+from .protocol import SPECS, request_class
+from .records import RecordList
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition, by_topic
 from .subscription import SubscriptionState
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ class AIOConsumer(AsyncCore):
         if self._started:
             return
         self.fetcher = Fetcher(self.client, self.subs, self.config)
+        # Import the codecs polling needs now (generated modules load on first use), not in a poll.
+        for key in (ApiKey.FETCH, ApiKey.LIST_OFFSETS):
+            SPECS[key].response  # noqa: B018
         if self.config["group.id"]:
             self.coordinator = self._new_membership()
         await self.client.refresh_metadata([])
@@ -153,8 +157,11 @@ class AIOConsumer(AsyncCore):
 
     # -- poll --------------------------------------------------------------------------
 
-    async def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Records from the fetch buffer (then new fetches), at most ``max.poll.records``."""
+    async def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, RecordList]:
+        """Records from the fetch buffer (then new fetches), at most ``max.poll.records``.
+
+        Each partition's records come as a :class:`RecordList`: a list of ConsumerRecord in
+        every way but its type, whose records are decoded when first looked at."""
         self._check_open()
         await self.start()
         assert self.fetcher is not None

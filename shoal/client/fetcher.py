@@ -5,20 +5,36 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterator
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
-from shoal.protocol.record_batch import CONTROL_ABORT, control_type, iter_batches, iter_records
+from shoal.protocol.record_batch import (
+    CONTROL_ABORT,
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
+    control_type,
+    iter_batches,
+)
 
 from .cluster import cancel_and_wait
 from .errors import KafkaConnectionError, KafkaTimeoutError, error_for
 from .protocol import request_class
-from .structs import ConsumerRecord, TopicPartition, by_topic
+from .records import FetchedBatch, RecordList
+from .structs import TopicPartition, by_topic
 from .subscription import SubscriptionState
 
 log = logging.getLogger(__name__)
+
+# Fetches buffered for one partition before it is fetched again: the one being consumed and the
+# next (pipelining); each holds up to max.partition.fetch.bytes.
+MAX_BUFFERED_FETCHES = 2
+
+# Fetch errors that a metadata refresh (a new leader, a recreated topic) answers.
+_METADATA_ERRORS = frozenset((
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_ID))
 
 
 class CompletedFetch:
@@ -31,6 +47,10 @@ class CompletedFetch:
     At read_committed the broker lists the aborted transactions overlapping the
     data; as Kafka's client does, a producer's batches are dropped from its
     aborted transaction's first offset until its ABORT marker.
+
+    Only the batch headers are read here (one struct unpack a batch); ``take`` hands out
+    records as :class:`RecordList` pieces, and a batch's records are decoded when the
+    application first looks at them (see records.py).
     """
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, data: Any,
@@ -38,67 +58,81 @@ class CompletedFetch:
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.next_offset = fetch_offset
-        self._aborted = sorted(aborted) if aborted else []  # (first offset, producer id)
-        self._data = data
-        self._iter: Iterator[ConsumerRecord | int] = self._records()
-        self._peeked: ConsumerRecord | None = None
+        # The data batches with records to hand out, each with the end offset of the batch before
+        # it: the position moves there once everything before the batch is consumed (as past
+        # control batches and aborted or compacted-away records).
+        self._segments: list[tuple[int, FetchedBatch]] = []
+        self._seg = 0
+        self.end_offset = fetch_offset  # past the last whole batch: where the following fetch starts
+        # What the broker had to give when it answered (high watermark, or the last stable offset at
+        # read_committed); None: unknown.
+        self.available_to: int | None = None
         self.drained = False
+        self._scan(data, sorted(aborted) if aborted else [])
 
-    def _records(self) -> Iterator[ConsumerRecord | int]:
+    def _scan(self, data: Any, pending: list[tuple[int, int]]) -> None:
         tp = self.tp
-        pending = self._aborted
+        fetch_offset = self.fetch_offset
         aborted_pids: set[int] = set()
-        for h in iter_batches(self._data):
-            while pending and pending[0][0] <= h.last_offset:
-                aborted_pids.add(pending.pop(0)[1])
-            if h.last_offset < self.fetch_offset:
+        i = 0
+        prev_end = fetch_offset
+        for h in iter_batches(data):
+            last = h.base_offset + h.last_offset_delta
+            while i < len(pending) and pending[i][0] <= last:
+                aborted_pids.add(pending[i][1])
+                i += 1
+            if last < fetch_offset:
                 continue
+            attrs = h.attributes
+            control = attrs & CONTROL_MASK
             skip = False
-            if aborted_pids and h.is_transactional and h.producer_id in aborted_pids:
-                if h.is_control:
-                    if control_type(self._data, h) == CONTROL_ABORT:
+            if aborted_pids and attrs & TRANSACTIONAL_MASK and h.producer_id in aborted_pids:
+                if control:
+                    if control_type(data, h) == CONTROL_ABORT:
                         aborted_pids.discard(h.producer_id)
                 else:
                     skip = True
-            if not skip and not h.is_control:
-                for r in iter_records(self._data, h):
-                    if r.offset < self.next_offset:
-                        continue
-                    yield ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, h.timestamp_type,
-                                         r.key, r.value, r.headers)
-            # The int marks "everything up to here consumed" (control/compacted tails).
-            yield h.last_offset + 1
+            if not skip and not control and h.records_count > 0:
+                self._segments.append((prev_end, FetchedBatch(data, h, tp.topic, tp.partition)))
+            prev_end = last + 1
+        self.end_offset = max(prev_end, fetch_offset)
 
-    def take(self, n: int) -> list[ConsumerRecord]:
+    def take(self, n: int) -> RecordList:
         """Up to ``n`` records; advances ``next_offset``."""
-        out: list[ConsumerRecord] = []
-        if self._peeked is not None and n > 0:
-            out.append(self._peeked)
-            self.next_offset = self._peeked.offset + 1
-            self._peeked = None
-        while len(out) < n:
-            item = self._next_record(advance=True)
-            if item is None:
-                break
-            out.append(item)
-            self.next_offset = item.offset + 1
-        if len(out) == n and not self.drained:
-            # Look ahead so that a fetch whose remaining batches hold no records counts as drained.
-            item = self._next_record(advance=self._peeked is None)
-            if item is not None:
-                self._peeked = item
+        out = RecordList._lazy()
+        segs = self._segments
+        remaining = n
+        while remaining > 0 and self._seg < len(segs):
+            prev_end, b = segs[self._seg]
+            if prev_end > self.next_offset:
+                self.next_offset = prev_end
+            lo = self.next_offset
+            avail = b.count_between(lo, b.header.base_offset + b.header.last_offset_delta + 1)
+            if avail <= 0:
+                self._seg += 1
+                continue
+            k = min(avail, remaining)
+            last = b.offset_after(lo, k - 1)
+            out._add(b, lo, last + 1, k)
+            remaining -= k
+            self.next_offset = last + 1
+            if k == avail:
+                self._seg += 1
+        self._look_ahead()
         return out
 
-    def _next_record(self, advance: bool) -> ConsumerRecord | None:
-        """The next record (None: drained); the offsets past batches without records advance
-        ``next_offset`` when ``advance``."""
-        for item in self._iter:
-            if not isinstance(item, int):
-                return item
-            if advance:
-                self.next_offset = max(self.next_offset, item)
+    def _look_ahead(self) -> None:
+        """Move past batches without records left, so that a fetch whose remaining batches hold
+        no records counts as drained (and its position moves past them)."""
+        segs = self._segments
+        while self._seg < len(segs):
+            prev_end, b = segs[self._seg]
+            self.next_offset = max(self.next_offset, prev_end)
+            if b.count_between(self.next_offset, b.header.base_offset + b.header.last_offset_delta + 1) > 0:
+                return
+            self._seg += 1
+        self.next_offset = max(self.next_offset, self.end_offset)
         self.drained = True
-        return None
 
 
 class FetchBuffer:
@@ -115,6 +149,14 @@ class FetchBuffer:
     def buffered_partitions(self) -> set[TopicPartition]:
         return {cf.tp for cf in self._fetches if not cf.drained}
 
+    def buffered_by_partition(self) -> dict[TopicPartition, list[CompletedFetch]]:
+        """The undrained fetches of each partition, in order."""
+        out: dict[TopicPartition, list[CompletedFetch]] = {}
+        for cf in self._fetches:
+            if not cf.drained:
+                out.setdefault(cf.tp, []).append(cf)
+        return out
+
     def __len__(self) -> int:
         return len(self._fetches)
 
@@ -124,13 +166,13 @@ class FetchBuffer:
     def has_fetchable(self, subs: SubscriptionState) -> bool:
         return any(not cf.drained and subs.is_fetchable(cf.tp) for cf in self._fetches)
 
-    def collect(self, subs: SubscriptionState, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+    def collect(self, subs: SubscriptionState, max_records: int) -> dict[TopicPartition, RecordList]:
         """Take up to ``max_records`` records, in fetch order, updating positions.
 
         Data for partitions no longer assigned, or whose position moved (seek), is
         dropped; data for paused partitions stays for later.
         """
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        out: dict[TopicPartition, RecordList] = {}
         remaining = max_records
         kept: deque[CompletedFetch] = deque()
         while self._fetches and remaining > 0:
@@ -146,7 +188,11 @@ class FetchBuffer:
             recs = cf.take(remaining)
             st.position = cf.next_offset
             if recs:
-                out.setdefault(cf.tp, []).extend(recs)
+                have = out.get(cf.tp)
+                if have is None:
+                    out[cf.tp] = recs
+                else:  # a later fetch of the same partition (pipelined): one list, in offset order
+                    have._merge(recs)
                 remaining -= len(recs)
             if not cf.drained:
                 kept.append(cf)
@@ -170,12 +216,32 @@ class Fetcher:
         self.needs_metadata = False
         self.reset_requests: list[TopicPartition] = []
         self.errors: list[BaseException] = []
+        self._closed = False
 
-    def fetchable_by_node(self) -> dict[int, list[TopicPartition]]:
-        buffered = self.buffer.buffered_partitions()
-        by_node: dict[int, list[TopicPartition]] = {}
+    def _fetch_offset(self, tp: TopicPartition, buffered: list[CompletedFetch] | None) -> int | None:
+        """Where the next fetch of ``tp`` starts: its position, or (pipelining) the end of the one
+        fetch still buffered for it; None: not now (enough buffered, or nothing to go on)."""
+        if not buffered:
+            return self.subs.assignment[tp].position
+        if len(buffered) >= MAX_BUFFERED_FETCHES:
+            return None
+        last = buffered[-1]
+        if last.end_offset <= last.fetch_offset:
+            return None
+        if last.available_to is not None and last.end_offset >= last.available_to:
+            # It reached the end of the log: a fetch now would wait at the broker (fetch.max.wait.ms),
+            # and hold back the fetches of the node's other partitions meanwhile.
+            return None
+        return last.end_offset
+
+    def fetchable_by_node(self) -> dict[int, list[tuple[TopicPartition, int]]]:
+        buffered = self.buffer.buffered_by_partition()
+        by_node: dict[int, list[tuple[TopicPartition, int]]] = {}
         for tp in self.subs.assigned():
-            if tp in buffered or not self.subs.is_fetchable(tp):
+            if not self.subs.is_fetchable(tp):
+                continue
+            offset = self._fetch_offset(tp, buffered.get(tp))
+            if offset is None:
                 continue
             leader = self.client.cluster.leader_for(tp.topic, tp.partition)
             if leader < 0:
@@ -183,25 +249,40 @@ class Fetcher:
                 continue
             if leader in self._in_flight:
                 continue
-            by_node.setdefault(leader, []).append(tp)
+            by_node.setdefault(leader, []).append((tp, offset))
         return by_node
 
     def send_fetches(self) -> None:
-        """Start a fetch to every leader with fetchable partitions and none in flight."""
-        for node, tps in self.fetchable_by_node().items():
-            self._in_flight[node] = asyncio.get_running_loop().create_task(self._fetch(node, tps))
+        """Start a fetch to every leader with fetchable partitions and none in flight.
 
-    async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        A partition whose buffered fetch is not consumed yet is fetched again from where that
+        fetch's data ends, so that the next data is on its way while the application works
+        through the current one (at most MAX_BUFFERED_FETCHES fetches are buffered a partition).
+        """
+        if self._closed:
+            return
+        by_node = self.fetchable_by_node()
+        if not by_node:
+            return
+        # While records wait in the buffer, a fetch must not park at the broker (fetch.max.wait.ms)
+        # for partitions at the end of the log: it would hold back the node's next fetch, of the
+        # partitions being consumed, until it times out.
+        wait = 0 if self.buffer.has_fetchable(self.subs) else self.config["fetch.max.wait.ms"]
+        for node, tps in by_node.items():
+            self._in_flight[node] = asyncio.get_running_loop().create_task(self._fetch(node, tps, wait))
+
+    async def _fetch(self, node: int, tps: list[tuple[TopicPartition, int]], max_wait_ms: int) -> None:
         cfg = self.config
         cls = request_class(ApiKey.FETCH)
+        again = False
         try:
-            positions = {tp: self.subs.assignment[tp].position for tp in tps}
+            positions = dict(tps)
             topics = by_topic((tp, cls.FetchPartition(partition=tp.partition, fetch_offset=pos,
                                                       partition_max_bytes=cfg["max.partition.fetch.bytes"]))
                               for tp, pos in positions.items())
             req = cls(
                 replica_id=-1,
-                max_wait_ms=cfg["fetch.max.wait.ms"],
+                max_wait_ms=max_wait_ms,
                 min_bytes=cfg["fetch.min.bytes"],
                 max_bytes=cfg["fetch.max.bytes"],
                 isolation_level=self.isolation,
@@ -213,7 +294,7 @@ class Fetcher:
             conn = await self.client.conn(node)
             timeout = cfg["request.timeout.ms"] + cfg["fetch.max.wait.ms"]
             resp = await conn.send(req, timeout_ms=timeout)
-            self._handle(resp, positions)
+            again = self._handle(resp, positions)
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
             log.debug("fetch from node %s failed: %r", node, e)
             self.needs_metadata = True
@@ -226,34 +307,52 @@ class Fetcher:
         finally:
             self._in_flight.pop(node, None)
             self.buffer.wakeup.set()
+        if again:
+            # Data came: fetch what follows it now (pipelining), not at the next poll.
+            self.send_fetches()
 
-    def _handle(self, resp: Any, positions: dict[TopicPartition, int | None]) -> None:
+    def _handle(self, resp: Any, positions: dict[TopicPartition, int]) -> bool:
+        """Buffer the response's data; True if there was some."""
         if getattr(resp, "error_code", 0):
             self.needs_metadata = True
-            return
+            return False
+        got = False
+        buffered = self.buffer.buffered_by_partition()
         for t in resp.responses:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
                 st = self.subs.assignment.get(tp)
-                if st is None or tp not in positions or st.position != positions[tp]:
-                    continue  # unassigned or seeked while in flight
+                if st is None or tp not in positions:
+                    continue  # unassigned while in flight
+                offset = positions[tp]
+                before = buffered.get(tp)
+                if (before[-1].end_offset if before else st.position) != offset:
+                    continue  # seeked while in flight (or the data it was to follow is gone)
                 code = p.error_code
                 if code == 0:
                     data = p.records
                     if data is not None and len(data) > 0:
                         aborted = [(a.first_offset, a.producer_id) for a in p.aborted_transactions or ()]
-                        self.buffer.add(CompletedFetch(tp, st.position, data, aborted))
+                        cf = CompletedFetch(tp, offset, data, aborted)
+                        lso = p.last_stable_offset
+                        cf.available_to = lso if self.isolation and lso >= 0 else p.high_watermark
+                        self.buffer.add(cf)
+                        buffered.setdefault(tp, []).append(cf)
+                        got = True
+                elif st.position != offset:
+                    # A pipelined fetch's error: the fetch from the position will meet it again.
+                    if code in _METADATA_ERRORS:
+                        self.needs_metadata = True
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     self.reset_requests.append(tp)
-                elif code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                              ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-                              ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR,
-                              ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_ID):
+                elif code in _METADATA_ERRORS:
                     self.needs_metadata = True
                 else:
                     self.errors.append(error_for(code, f"fetch {tp}"))
+        return got
 
     async def close(self) -> None:
+        self._closed = True
         for t in list(self._in_flight.values()):
             await cancel_and_wait(t)
         self._in_flight.clear()

@@ -106,6 +106,7 @@ class AIOProducer(AsyncCore):
         self._closed = False
         self._node_write_locks: dict[int, asyncio.Lock] = {}
         self._started = False
+        self._tps: dict[str, dict[int, TopicPartition]] = {}
 
     def _resolve_idempotence(self) -> bool:
         cfg = self.config
@@ -263,8 +264,11 @@ class AIOProducer(AsyncCore):
                     on_delivery: DeliveryCallback | None) -> PendingRecord:
         """Serialize one record (thread-safe: touches no shared state)."""
         cfg = self.config
-        kb = _to_bytes(key, cfg["key.serializer"])
-        vb = _to_bytes(value, cfg["value.serializer"])
+        # bytes (or None) without a serializer, the common case, go through untouched.
+        kb = key if (key is None or type(key) is bytes) and cfg["key.serializer"] is None \
+            else _to_bytes(key, cfg["key.serializer"])
+        vb = value if (value is None or type(value) is bytes) and cfg["value.serializer"] is None \
+            else _to_bytes(value, cfg["value.serializer"])
         if headers:
             hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers)
             hdrs = [(k, _to_bytes(v, None)) for k, v in hdrs]
@@ -275,13 +279,15 @@ class AIOProducer(AsyncCore):
 
     async def _wait_to_append(self, topic: str, partition: int | None) -> int:
         """Wait for the topic's metadata and for buffer space (max.block.ms each); its partition count."""
-        parts = self.client.cluster.partitions_for(topic)
-        if parts is None:
-            parts = await self.partitions_for(topic)
-        self.check_partition(topic, partition, len(parts))
+        info = self.client.cluster.topics.get(topic)
+        if info is not None and not info.error_code and info.leaders:
+            n = len(info.leaders)  # what partitions_for would say, without sorting them each send
+        else:
+            n = len(await self.partitions_for(topic))
+        self.check_partition(topic, partition, n)
         if not self.accumulator.space.is_set():
             await self.wait_for_space()
-        return len(parts)
+        return n
 
     @staticmethod
     def check_partition(topic: str, partition: int | None, n: int) -> None:
@@ -303,7 +309,13 @@ class AIOProducer(AsyncCore):
         with acc.lock:
             if partition is None:
                 partition = self.partitioner.partition(topic, rec.key, n)
-            batch, new = acc.append(TopicPartition(topic, partition), rec, now_ms())
+            by_partition = self._tps.get(topic)
+            if by_partition is None:
+                by_partition = self._tps[topic] = {}
+            tp = by_partition.get(partition)
+            if tp is None:  # one TopicPartition per partition, not one per record
+                tp = by_partition[partition] = TopicPartition(topic, partition)
+            batch, new = acc.append(tp, rec)
             if new and rec.key is None and hasattr(self.partitioner, "on_new_batch"):
                 # KIP-480: once a null-key batch is opened, later null-key records stick to another
                 # partition when this one closes (by size or linger).

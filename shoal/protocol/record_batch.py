@@ -814,6 +814,55 @@ class EncodedRecords:
     max_timestamp: int
 
 
+def encode_records(
+    records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]] | None]],
+) -> EncodedRecords:
+    """The records section ``build_batch`` would write for ``records`` (offset deltas 0..n-1, the
+    first timestamp the base), byte for byte; with ``build_batch_encoded``, the same batch.
+
+    For producers: each record's length is worked out from its parts rather than by encoding
+    its body separately and copying it, and every part is joined once at the end.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    varint = _varint
+    base_ts = records[0][0]
+    max_ts = NO_TIMESTAMP
+    parts: list[bytes] = []
+    add = parts.append
+    for i, (ts, key, value, headers) in enumerate(records):
+        if ts > max_ts:
+            max_ts = ts
+        ts_delta = varint(ts - base_ts)
+        offset_delta = varint(i)
+        hdrs = encode_headers(headers) if headers else b"\x00"
+        size = 1 + len(ts_delta) + len(offset_delta) + len(hdrs)
+        if key is None:
+            key_len = b"\x01"
+            size += 1
+        else:
+            key_len = varint(len(key))
+            size += len(key_len) + len(key)
+        if value is None:
+            value_len = b"\x01"
+            size += 1
+        else:
+            value_len = varint(len(value))
+            size += len(value_len) + len(value)
+        add(varint(size))
+        add(b"\x00")  # attributes
+        add(ts_delta)
+        add(offset_delta)
+        add(key_len)
+        if key is not None:
+            add(key)
+        add(value_len)
+        if value is not None:
+            add(value)
+        add(hdrs)
+    return EncodedRecords(b"".join(parts), len(records), base_ts, max_ts)
+
+
 def build_batch_encoded(
     records: EncodedRecords,
     *,
