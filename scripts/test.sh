@@ -46,6 +46,26 @@ wait "$drivers" || echo "building the Go/JS client drivers failed; tests/interop
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py \
     shoal/sim shoal/clock.py shoal/entropy.py
+# The whole suite (no arguments) also runs 2,000 of the simulator's seeds (issue 21; ~4 CPU-minutes),
+# beside the tests at the lowest CPU priority: they take what the tests leave idle of the two cores.
+sim=""
+if [ $# -eq 0 ]; then
+    sim_log=$(mktemp)
+    nice -n 19 .venv/bin/python -m shoal.sim --seeds "1..${SHOAL_SIM_SEEDS:-2000}" --jobs 2 >"$sim_log" 2>&1 &
+    sim=$!
+    trap 'kill "$sim" 2>/dev/null || true' EXIT
+fi
+
 # Two worker processes (SHOAL_TEST_WORKERS to change), each taking whole test modules: a module's
 # fixtures (a Spark job's results, a Kafka cluster) are set up once, in one worker.
-.venv/bin/python -m pytest -q -p no:cacheprovider -n "${SHOAL_TEST_WORKERS:-2}" --dist loadfile --durations=30 "$@"
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${SHOAL_TEST_WORKERS:-2}" --dist loadfile --durations=30 "$@" \
+    || status=$?
+
+if [ -n "$sim" ]; then
+    sim_status=0
+    wait "$sim" || sim_status=$?
+    echo "simulator: $(cat "$sim_log")"
+    if [ "$status" = 0 ]; then status=$sim_status; fi
+fi
+exit "$status"

@@ -6,7 +6,7 @@ reached by simulated clients through a simulated network, with node crashes; a s
 everything, so a failing seed replays bit for bit.
 
     python -m shoal.sim --seeds 1..200      # one summary line; exit 1 naming failing seeds
-    python -m shoal.sim --seeds 1..10000 --jobs 2   # the same in two processes
+    python -m shoal.sim --seeds 1..2000 --jobs 2    # the same in two processes
     python -m shoal.sim --seed 17           # replay one seed, print its trace
     python -m shoal.sim --seed 8 --plant skip-epoch-fence --shrink   # a smaller failing run
     python -m shoal.sim --plant list        # planted bugs the simulator must find

@@ -8,9 +8,9 @@ crashes and whole-cluster restarts.
   acknowledged DeleteRecords moved it to.
 - ``admin-refused``: an admin request failed with an error other than a retriable one.
 
-A request that went unanswered may still land later (the network delays some requests past
-the client's timeout), so a topic with such a request outstanding is not judged until it can no
-longer arrive.
+Any request may still land later than its answer (the network duplicates some requests and
+delays others past the client's timeout), so a topic is judged only once no copy of a request
+about it can still arrive.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from shoal.sim.wire import RETRY_ELSEWHERE, SimClient, fetch_request, metadata_r
 ATTEMPTS = 30
 _TOPIC_RESOURCE = 2
 _SET = 0
-# The latest an unanswered request can still arrive: the network's slowest delivery and a margin.
-_LATE_S = 5.0
+# The latest a copy of a request can still arrive after it was sent: the network's slowest
+# delivery (4 s) plus its latest duplicate (3 s), and a margin.
+_LATE_S = 8.0
 
 
 @dataclass
@@ -48,7 +49,12 @@ class _Topic:
     partitions: int
     topic_id: uuid.UUID | None = None
     deleted: bool = False
+    created_sent: float = 0.0  # when the last CreateTopics for it was sent
+    # A copy of the create may land after the delete and bring it back (names are never reused).
+    may_come_back: bool = False
     retention_ms: str | None = None
+    retention_sent: list[tuple[float, str]] = field(default_factory=list)  # every value sent, and when
+    retention_acked_sent: float = 0.0  # when the acknowledged value was sent
     log_start: dict[int, int] = field(default_factory=dict)
     end: dict[int, int] = field(default_factory=dict)  # a log end offset seen (records produced)
 
@@ -60,7 +66,9 @@ class AdminClient(SimClient):
         super().__init__(*args, **kwargs)
         self.ops, self.replication = ops, replication
         self.topics: dict[str, _Topic] = {}
-        self.unsure_until: dict[str, float] = {}
+        self.last_sent: dict[str, float] = {}  # topic -> when a request about it was last sent
+        self.retried: set[str] = set()  # topics with an attempt that went unanswered
+        self.first_sent = 0.0  # when the last `_request` first sent its request
         self._created = 0
 
     # ------------------------------------------------------------------ the run
@@ -82,23 +90,26 @@ class AdminClient(SimClient):
             else:
                 await self.verify(loop.time())
             await asyncio.sleep(self.rng.uniform(0.05, 0.5))
+        await asyncio.sleep(_LATE_S)  # every copy of every request has landed: all topics can be judged
         await self.verify(loop.time())
 
     async def _request(self, topic: str, api_key: ApiKey, request: Any, node: int | None = None) -> Any | None:
         """One admin request, retried on other nodes; None if nothing answered."""
+        self.first_sent = asyncio.get_running_loop().time()
         for _ in range(ATTEMPTS):
             target = node if node is not None else self.rng.choice(self.bootstrap)
+            self.last_sent[topic] = asyncio.get_running_loop().time()
             try:
                 return await self.call(target, api_key, request)
             except NetworkError:
-                self.unsure_until[topic] = asyncio.get_running_loop().time() + _LATE_S
+                self.retried.add(topic)
                 await self.backoff()
         return None
 
     def _done(self, topic: str, what: str, code: int, fine: tuple[ErrorCode, ...] = ()) -> bool:
         """Whether the change took (error NONE, or an error that a retry of it answers)."""
         self.trace.emit(f"{self.name} {what} {topic} -> {ErrorCode(code).name}")
-        if code == 0 or (code in fine and topic in self.unsure_until):
+        if code == 0 or (code in fine and topic in self.retried):
             return True
         if code not in RETRY_ELSEWHERE and code != ErrorCode.REQUEST_TIMED_OUT:
             self.trace.violation("admin-refused", f"{self.name} {what} {topic}: {ErrorCode(code).name}")
@@ -115,7 +126,7 @@ class AdminClient(SimClient):
             if resp is None:
                 return
             if self._done(topic, "create", resp.topics[0].error_code, (ErrorCode.TOPIC_ALREADY_EXISTS,)):
-                self.topics[topic] = _Topic(partitions)
+                self.topics[topic] = _Topic(partitions, created_sent=self.last_sent[topic])
                 return
             await self.backoff()
 
@@ -160,20 +171,24 @@ class AdminClient(SimClient):
 
     async def _alter_retention(self, topic: str) -> None:
         value = str(self.rng.randint(1, 1000) * 3_600_000)
+        state = self.topics[topic]
+        state.retention_sent.append((asyncio.get_running_loop().time(), value))
         req = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
             resource_type=_TOPIC_RESOURCE, resource_name=topic, configs=[
                 IncrementalAlterConfigsRequest.AlterableConfig(name="retention.ms", config_operation=_SET,
                                                                value=value)])])
         resp = await self._request(topic, ApiKey.INCREMENTAL_ALTER_CONFIGS, req)
         if resp is not None and self._done(topic, f"retention.ms={value} on", resp.responses[0].error_code):
-            self.topics[topic].retention_ms = value
+            state.retention_ms, state.retention_acked_sent = value, self.first_sent
 
     async def _delete(self, topic: str) -> None:
         req = DeleteTopicsRequest(topic_names=[topic], timeout_ms=1000)
         resp = await self._request(topic, ApiKey.DELETE_TOPICS, req)
         if resp is not None and self._done(topic, "delete", resp.responses[0].error_code,
                                            (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)):
-            self.topics[topic].deleted = True
+            state = self.topics[topic]
+            state.deleted = True
+            state.may_come_back = self.first_sent - state.created_sent < _LATE_S
             for p in range(self.topics[topic].partitions):
                 self.leaders.pop((topic, p), None)
 
@@ -181,7 +196,7 @@ class AdminClient(SimClient):
     async def verify(self, now: float) -> None:
         """Compare what the cluster shows with every acknowledged change (topics with a request that
         may still land are left out)."""
-        sure = [t for t in self.topics if self.unsure_until.get(t, 0.0) <= now]
+        sure = [t for t in self.topics if now - self.last_sent.get(t, 0.0) >= _LATE_S]
         if not sure:
             return
         try:
@@ -191,7 +206,7 @@ class AdminClient(SimClient):
         for t in meta.topics:
             state = self.topics[t.name]
             if state.deleted:
-                if t.error_code == 0:
+                if t.error_code == 0 and not state.may_come_back:
                     self._wrong(t.name, "deleted, yet Metadata shows it")
                 continue
             if t.error_code != 0:
@@ -209,7 +224,7 @@ class AdminClient(SimClient):
                     self.leaders[(t.name, p.partition_index)] = p.leader_id
         for topic in sure:
             state = self.topics[topic]
-            if not state.deleted:
+            if not state.deleted and not state.may_come_back:
                 await self._verify_config(topic, state)
                 await self._verify_log_start(topic, state)
 
@@ -224,7 +239,10 @@ class AdminClient(SimClient):
             return
         result = resp.results[0]
         got = next((c.value for c in result.configs if c.name == "retention.ms"), None)
-        if result.error_code == 0 and got != state.retention_ms:
+        # the acknowledged value, or one of a request sent shortly before it whose copy landed later
+        allowed = {state.retention_ms} | {v for sent, v in state.retention_sent
+                                          if sent >= state.retention_acked_sent - _LATE_S}
+        if result.error_code == 0 and got not in allowed:
             self._wrong(topic, f"retention.ms set to {state.retention_ms}, DescribeConfigs shows {got}")
 
     async def _verify_log_start(self, topic: str, state: _Topic) -> None:
