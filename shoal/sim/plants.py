@@ -136,7 +136,7 @@ PLANTS: dict[str, Plant] = {p.name: p for p in [
     Plant("lso-past-open-txn", "the last stable offset passes an open transaction",
           "shoal.storage.log", "PartitionLog.last_stable_offset", _lso_past_open_txn, found_within=10),
     Plant("skip-epoch-fence", "a partition appends a batch of a fenced (older) producer epoch",
-          "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence, found_within=10),
+          "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence, found_within=20),
 ]}
 
 

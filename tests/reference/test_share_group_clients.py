@@ -99,8 +99,12 @@ def new_share_group(bs: str, prefix: str, **configs: str) -> tuple[str, str]:
     create_topic(bs, topic, 1)
     wanted = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS), **configs}
     set_group_configs(bs, group, wanted)
-    got = group_configs(bs, group)
-    assert {k: got.get(k) for k in wanted} == wanted, got
+    # Kafka applies a group's configs through its metadata log: the broker answering DescribeConfigs
+    # may show the defaults for a moment after IncrementalAlterConfigs was acknowledged.
+    deadline = time.monotonic() + 15
+    while {k: (got := group_configs(bs, group)).get(k) for k in wanted} != wanted:
+        assert time.monotonic() < deadline, got
+        time.sleep(0.2)
     return topic, group
 
 

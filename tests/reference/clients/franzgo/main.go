@@ -85,9 +85,11 @@ func main() {
 
 	own := &owned{tps: map[string]int32{}}
 	var cl *kgo.Client
-	report := func(ev string, add bool, m map[string][]int32) {
+	// The callbacks get the client as an argument: the first assignment can come before NewClient
+	// has returned (and `cl` is set).
+	report := func(c *kgo.Client, ev string, add bool, m map[string][]int32) {
 		now, tps := own.change(add, m)
-		member, epoch := cl.GroupMetadata()
+		member, epoch := c.GroupMetadata()
 		emit(map[string]any{"ev": ev, "parts": changed(m), "owned": now, "tps": tps, "epoch": epoch,
 			"member": member})
 	}
@@ -99,14 +101,14 @@ func main() {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			report("assigned", true, m)
+		kgo.OnPartitionsAssigned(func(_ context.Context, c *kgo.Client, m map[string][]int32) {
+			report(c, "assigned", true, m)
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			report("revoked", false, m)
+		kgo.OnPartitionsRevoked(func(_ context.Context, c *kgo.Client, m map[string][]int32) {
+			report(c, "revoked", false, m)
 		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			report("lost", false, m)
+		kgo.OnPartitionsLost(func(_ context.Context, c *kgo.Client, m map[string][]int32) {
+			report(c, "lost", false, m)
 		}),
 	}
 	if strings.HasPrefix(*topic, "re:") { // a regex the broker resolves (SubscribedTopicRegex)
