@@ -34,7 +34,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._filled = 0
         self.transport: asyncio.Transport | None = None
         self._paused = False
-        self._drain_waiter: asyncio.Future | None = None
+        # Every writer waiting out back-pressure (several produce tasks may wait at once).
+        self._drain_waiters: list[asyncio.Future[None]] = []
         self.lost = False
 
     # -- asyncio.BufferedProtocol ---------------------------------------------------------
@@ -104,9 +105,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if self.lost:
             return
         self.lost = True
-        waiter = self._drain_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._wake_writers()
         self._on_lost(exc)
 
     def pause_writing(self) -> None:
@@ -114,12 +113,20 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._paused = False
-        waiter = self._drain_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._wake_writers()
+
+    def _wake_writers(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def drain(self) -> None:
-        """Wait while the transport's write buffer is above its high-water mark."""
+        """Wait while the transport's write buffer is above its high-water mark; raises
+        ConnectionResetError once the connection is lost (as StreamWriter.drain does)."""
         while self._paused and not self.lost:
-            self._drain_waiter = asyncio.get_running_loop().create_future()
-            await self._drain_waiter
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+        if self.lost:
+            raise ConnectionResetError("connection lost")

@@ -293,3 +293,32 @@ def test_fetch_does_not_park_while_records_wait() -> None:
 
     asyncio.run(go())
     assert started == [500, 0]
+
+
+def test_every_writer_waiting_out_back_pressure_is_woken() -> None:
+    """Several produce tasks may drain one connection at once (acks=0): each must wake on resume,
+    and fail once the connection is lost."""
+    import asyncio
+
+    from shoal.client.framing import FrameProtocol
+
+    async def main() -> None:
+        proto = FrameProtocol(lambda _body: None, lambda _exc: None)
+        proto.pause_writing()
+        waiting = [asyncio.ensure_future(proto.drain()) for _ in range(3)]
+        await asyncio.sleep(0)
+        assert not any(t.done() for t in waiting)
+        proto.resume_writing()
+        await asyncio.wait_for(asyncio.gather(*waiting), 1)
+        proto.pause_writing()
+        lost = [asyncio.ensure_future(proto.drain()) for _ in range(2)]
+        await asyncio.sleep(0)
+        proto.connection_lost(None)
+        for t in lost:
+            try:
+                await asyncio.wait_for(t, 1)
+            except ConnectionResetError:
+                continue
+            raise AssertionError("drain returned after the connection was lost")
+
+    asyncio.run(main())
