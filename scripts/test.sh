@@ -46,26 +46,22 @@ wait "$drivers" || echo "building the Go/JS client drivers failed; tests/interop
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py \
     shoal/sim shoal/clock.py shoal/entropy.py
-# The whole suite (no arguments) also runs 2,000 of the simulator's seeds (issue 21; ~4 CPU-minutes),
-# beside the tests at the lowest CPU priority: they take what the tests leave idle of the two cores.
-sim=""
-if [ $# -eq 0 ]; then
-    sim_log=$(mktemp)
-    nice -n 19 .venv/bin/python -m shoal.sim --seeds "1..${SHOAL_SIM_SEEDS:-2000}" --jobs 2 >"$sim_log" 2>&1 &
-    sim=$!
-    trap 'kill "$sim" 2>/dev/null || true' EXIT
+# One test process by default: in two (SHOAL_TEST_WORKERS=2, pytest-xdist, whole modules per worker) the
+# suite takes ~32 min instead of ~46, but under that load a few timing-bound tests of real clients (static
+# members leaving, share-group lock expiry) failed now and then (two per run in two runs).
+workers=${SHOAL_TEST_WORKERS:-1}
+parallel=()
+if [ "$workers" -gt 1 ]; then
+    parallel=(-n "$workers" --dist loadfile)
 fi
-
-# Two worker processes (SHOAL_TEST_WORKERS to change), each taking whole test modules: a module's
-# fixtures (a Spark job's results, a Kafka cluster) are set up once, in one worker.
 status=0
-.venv/bin/python -m pytest -q -p no:cacheprovider -n "${SHOAL_TEST_WORKERS:-2}" --dist loadfile --durations=30 "$@" \
-    || status=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" --durations=30 "$@" || status=$?
 
-if [ -n "$sim" ]; then
+# The whole suite (no arguments) then runs 500 of the simulator's seeds (issue 21) in two processes
+# (~1 min; `python -m shoal.sim --seeds 1..2000 --jobs 2` for more).
+if [ $# -eq 0 ]; then
     sim_status=0
-    wait "$sim" || sim_status=$?
-    echo "simulator: $(cat "$sim_log")"
+    .venv/bin/python -m shoal.sim --seeds "1..${SHOAL_SIM_SEEDS:-500}" --jobs 2 || sim_status=$?
     if [ "$status" = 0 ]; then status=$sim_status; fi
 fi
 exit "$status"
