@@ -19,6 +19,7 @@ from shoal.protocol.record_batch import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     CorruptRecordError,
+    read_headers,
     read_varint,
     records_payload,
 )
@@ -97,20 +98,12 @@ def decode_records(data: bytes, h: BatchHeader, topic: str, partition: int) -> l
                 n, pos = rv(data, pos)
                 value = None if n < 0 else data[pos:pos + n]
                 pos += max(n, 0)
-            headers: list[tuple[str, bytes | None]] = []
-            if data[pos] == 0:
+            headers: list[tuple[str, bytes | None]]
+            if data[pos] == 0:  # no headers: the common case, without a call
+                headers = []
                 pos += 1
             else:
-                nheaders, pos = rv(data, pos)
-                for _h in range(nheaders):
-                    hklen, pos = rv(data, pos)
-                    if hklen < 0:
-                        raise CorruptRecordError("null header key")
-                    hkey = data[pos:pos + hklen].decode("utf-8", "replace")
-                    pos += hklen
-                    n, pos = rv(data, pos)
-                    headers.append((hkey, None if n < 0 else data[pos:pos + n]))
-                    pos += max(n, 0)
+                headers, pos = read_headers(data, pos)
             if pos != end:
                 raise CorruptRecordError("record length does not match its contents")
             append(new(cr, (topic, partition, base + offset_delta, max_ts if log_append else base_ts + ts_delta,

@@ -406,6 +406,21 @@ def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
     return data[pos : pos + n], pos + n
 
 
+def read_headers(data: bytes, pos: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """A record's headers (count, then key and value of each) and the position after them."""
+    nheaders, pos = read_varint(data, pos)
+    headers: list[tuple[str, bytes | None]] = []
+    for _h in range(nheaders):
+        hklen, pos = read_varint(data, pos)
+        if hklen < 0:
+            raise CorruptRecordError("null header key")
+        hkey = data[pos : pos + hklen].decode("utf-8", "replace")
+        pos += hklen
+        hval, pos = _read_bytes(data, pos)
+        headers.append((hkey, hval))
+    return headers, pos
+
+
 def _decode_records(
     data: bytes, count: int, base_offset: int, base_timestamp: int, timestamp_override: int | None
 ) -> Iterator[Record]:
@@ -422,16 +437,7 @@ def _decode_records(
         offset_delta, pos = rv(data, pos)
         key, pos = _read_bytes(data, pos)
         value, pos = _read_bytes(data, pos)
-        nheaders, pos = rv(data, pos)
-        headers: list[tuple[str, bytes | None]] = []
-        for _h in range(nheaders):
-            hklen, pos = rv(data, pos)
-            if hklen < 0:
-                raise CorruptRecordError("null header key")
-            hkey = data[pos : pos + hklen].decode("utf-8", "replace")
-            pos += hklen
-            hval, pos = _read_bytes(data, pos)
-            headers.append((hkey, hval))
+        headers, pos = read_headers(data, pos)
         if pos != record_end:
             raise CorruptRecordError("record length does not match its contents")
         ts = base_timestamp + ts_delta if timestamp_override is None else timestamp_override
