@@ -149,8 +149,9 @@ class Member:
                 f"commit_failed={len(self.of('commit_failed'))})")
 
     # -- ending it
-    def stop(self, timeout: float = 20.0) -> None:
-        """Close standard input: the member closes its consumer (leaves the group) and exits."""
+    def stop(self, timeout: float = 45.0) -> None:
+        """Close standard input: the member closes its consumer (leaves the group) and exits (a loaded
+        machine has seen a librdkafka member's close take past 20 s)."""
         if self.proc.poll() is None:
             try:
                 assert self.proc.stdin is not None

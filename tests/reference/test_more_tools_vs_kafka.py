@@ -228,7 +228,11 @@ def test_get_offsets_delete_records_log_dirs_leader_election(shoal_reference, ka
 
 
 def _sorted_rows(out: str) -> str:
-    """kafka-consumer-groups' tables (a header line starting "GROUP ", rows up to a blank line), rows sorted."""
+    """kafka-consumer-groups' tables (a header line starting "GROUP ", rows up to a blank line), rows sorted;
+    so are the lines of an --export plan (topic,partition,offset), which follow the same map."""
+    lines = out.split("\n")
+    if lines and all(re.fullmatch(r"[^ ,]+,\d+,\d+", line) for line in lines):
+        return "\n".join(sorted(lines))
     blocks: list[list[str]] = [[]]
     for line in out.split("\n"):
         if line.startswith("GROUP ") or not line:

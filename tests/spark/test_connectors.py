@@ -49,14 +49,18 @@ def connector_jars() -> list[str]:
 
 
 def prepare(bootstrap: str) -> None:
-    """The same input on each broker: explicit partitions, timestamps and headers; one aborted transaction."""
-    create_topic(bootstrap, "conn-data", 2)
+    """The same input on each broker: explicit partitions, timestamps and headers; one aborted transaction.
+
+    The records carry timestamps from 2023: under the default retention.ms (7 days) Kafka's retention check
+    (every 5 minutes) deletes them whenever it runs during the test, so every topic keeps its records."""
+    keep = {"retention.ms": "-1"}
+    create_topic(bootstrap, "conn-data", 2, keep)
     for fmt in ("kafka", "shoal"):
-        create_topic(bootstrap, f"conn-stream-{fmt}", 2)
-        create_topic(bootstrap, f"conn-out-{fmt}", 2)
-        create_topic(bootstrap, f"conn-min-{fmt}", 1)
-        create_topic(bootstrap, f"conn-rr-{fmt}", 2)
-    create_topic(bootstrap, "conn-txn", 1)
+        create_topic(bootstrap, f"conn-stream-{fmt}", 2, keep)
+        create_topic(bootstrap, f"conn-out-{fmt}", 2, keep)
+        create_topic(bootstrap, f"conn-min-{fmt}", 1, keep)
+        create_topic(bootstrap, f"conn-rr-{fmt}", 2, keep)
+    create_topic(bootstrap, "conn-txn", 1, keep)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(20):
         for topic in ("conn-data", "conn-stream-kafka", "conn-stream-shoal"):

@@ -79,7 +79,7 @@ final class ConsumerChecks extends Support {
                             .partitionsToOffsetAndMetadata());
                     for (int p = 0; p < parts; p++) {
                         OffsetAndMetadata om = offs.get(new TopicPartition(topic, p));
-                        require(om != null && om.offset() == 3, "committed offsets " + offs);
+                        require(om != null && om.offset() == 3, "committed offsets " + offs + ": " + summaries(ms));
                     }
                 }
                 return "m1 " + a + ", m2 " + b + ", generation " + m1.generation + ", " + sent.size()

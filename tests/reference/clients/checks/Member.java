@@ -1,5 +1,5 @@
 // A consumer-group member of ClientChecks on its own thread: what it owns, consumed, was assigned and
-// revoked; commits after each poll when asked to.
+// revoked; commits after each poll when asked to, on revocation, and once more before closing.
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -77,6 +77,11 @@ final class Member {
                     }
                     revoked.add(s);
                     note("revoked", partitions, c);
+                    if (commit && !partitions.isEmpty()) {
+                        // what Kafka's documentation asks of a listener: commit what was read before the
+                        // partitions move, so their next owner starts there
+                        commitQuietly(c);
+                    }
                 }
 
                 @Override
@@ -114,11 +119,24 @@ final class Member {
                     }
                 }
             }
+            if (commit && dirty) {
+                // the last commit may have met a rebalance (a member leaving): the records read since
+                // are committed now, when the group is settled again
+                commitQuietly(c);
+            }
             c.close(Duration.ofSeconds(5));
         } catch (Throwable t) {
             if (!stopping) {
                 error = t;
             }
+        }
+    }
+
+    private void commitQuietly(KafkaConsumer<String, String> c) {
+        try {
+            c.commitSync(Duration.ofSeconds(15));
+        } catch (org.apache.kafka.common.KafkaException e) {
+            commitsFailed.incrementAndGet();
         }
     }
 
