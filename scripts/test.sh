@@ -46,10 +46,10 @@ wait "$drivers" || echo "building the Go/JS client drivers failed; tests/interop
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py \
     shoal/sim shoal/clock.py shoal/entropy.py
-# One test process by default: in two (SHOAL_TEST_WORKERS=2, pytest-xdist, whole modules per worker) the
-# suite takes ~32 min instead of ~46, but under that load a few timing-bound tests of real clients (static
-# members leaving, share-group lock expiry) failed now and then (two per run in two runs).
-workers=${SHOAL_TEST_WORKERS:-1}
+# Two test processes (pytest-xdist, whole modules per process) on the two cores: the suite is mostly real
+# clients, brokers and JVMs waiting on each other, ~30 min here against ~46 in one process.
+# SHOAL_TEST_WORKERS=1 runs it in one.
+workers=${SHOAL_TEST_WORKERS:-2}
 parallel=()
 if [ "$workers" -gt 1 ]; then
     parallel=(-n "$workers" --dist loadfile)

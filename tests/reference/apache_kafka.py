@@ -116,10 +116,16 @@ class KafkaCluster:
     Use as a context manager, or call ``start()`` and ``stop()``.
     """
 
+    # JVM options of every node unless a cluster is given its own: none here (a benchmark measures Kafka as it
+    # ships); the test suite sets C1-only JIT (tests/reference/fixtures.py), a third less CPU for a node's start
+    # and its light test load on a two-core machine.
+    default_jvm_options: tuple[str, ...] = ()
+
     def __init__(self, line: str = "4", nodes: int = 1, workdir: Path | str | None = None,
                  overrides: dict[str, str] | None = None, heap: str = "768m",
-                 extra_listeners: dict[str, str] | None = None) -> None:
+                 extra_listeners: dict[str, str] | None = None, jvm_options: tuple[str, ...] | None = None) -> None:
         self.line = line
+        self.jvm_options = KafkaCluster.default_jvm_options if jvm_options is None else tuple(jvm_options)
         # more client listeners beside PLAINTEXT: name -> security protocol (SASL_PLAINTEXT, SSL, ...)
         self.extra_listeners = dict(extra_listeners or {})
         self.listener_ports: dict[int, dict[str, int]] = {}
@@ -156,7 +162,9 @@ class KafkaCluster:
              input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's tool classes (``kafka.tools.StorageTool``, ...) on this version's jars."""
         assert self.lib is not None
-        return subprocess.run(["java", "-Xmx256m", "-cp", f"{self.lib}/*", main_class, *args],
+        # a one-shot tool: C1 alone and the serial collector (C2 compiles nothing useful in a run of seconds)
+        return subprocess.run(["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp",
+                               f"{self.lib}/*", main_class, *args],
                               capture_output=True, text=True, timeout=timeout, input=input)
 
     # -- start and stop ------------------------------------------------
@@ -215,7 +223,7 @@ class KafkaCluster:
     def _spawn(self, node_id: int, props: Path) -> None:
         assert self.lib is not None
         node_dir = props.parent
-        cmd = ["java", f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        cmd = ["java", f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", *self.jvm_options, "-Djava.awt.headless=true",
                *self._log_config(node_dir), "-cp", f"{self.lib}/*", "kafka.Kafka", str(props)]
         with open(node_dir / "stdout.log", "ab") as out:
             self._procs[node_id] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,

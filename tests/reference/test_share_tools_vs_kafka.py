@@ -10,7 +10,8 @@ is confluent-kafka's ShareConsumer.
    initialisation too), and one known broker difference is masked (see KNOWN_DIFFERENCES).
 
 One shoal and one Kafka (with the share group overrides: fast heartbeats, a one-node state topic) serve the
-module; every process is stopped at the end. ~25 JVM starts of Kafka's tool.
+module; every process is stopped at the end. Kafka's tool runs in one JVM, run after run (ToolRunner.java,
+tools_helpers.ToolSession): a JVM start per run made this test minutes long on two busy cores.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shoal.testing.process import BrokerProcess
 from tests.interop.test_cli_share_groups import SHARE_OVERRIDES, create_share_group
-from tests.reference.apache_kafka import KafkaCluster
+from tests.reference.apache_kafka import KafkaCluster, fetch
 from tests.reference.fixtures import COMMON_PROPERTIES
+from tests.reference.tools_helpers import ToolSession, compile_tool_runner
 
 pytestmark = [pytest.mark.reference, pytest.mark.timeout(420)]
 
@@ -65,8 +68,19 @@ def _clean_stderr(text: str, usage: bool) -> str:
                      for ln in lines)
 
 
-def test_share_group_command_vs_kafka(brokers: dict[str, Any]) -> None:
-    kafka: KafkaCluster = brokers["kafka"]
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Kafka 4's jars, and ToolRunner compiled against them."""
+    _, lib = fetch("4")
+    return lib, compile_tool_runner(lib, tmp_path_factory.mktemp("tool-runner"))
+
+
+def test_share_group_command_vs_kafka(brokers: dict[str, Any], tools: tuple[Path, Path], tmp_path: Path) -> None:
+    with ToolSession(*tools, tmp_path / "runs") as session:
+        _compare(brokers, session)
+
+
+def _compare(brokers: dict[str, Any], session: ToolSession) -> None:
     tag = uuid.uuid4().hex[:6]
     t, g = f"sgt-{tag}", f"sgt-{tag}-g"
     ours: dict[str, list[tuple[str, Step]]] = {}
@@ -78,8 +92,8 @@ def test_share_group_command_vs_kafka(brokers: dict[str, Any]) -> None:
         def both(name: str, *args: str, _bs: str = bs, _seen: list = seen, _kind: str = kind,
                  shoal_only: bool = False) -> None:
             """Both tools, Kafka's first (``shoal_only``: a step that cannot run twice, shoal's tool alone)."""
-            theirs = None if shoal_only else kafka.java(SHARE_GROUP_COMMAND, "--bootstrap-server", _bs, *args,
-                                                        timeout=120)
+            theirs = None if shoal_only else session.run(SHARE_GROUP_COMMAND, "--bootstrap-server", _bs, *args,
+                                                         timeout=120)
             r = subprocess.run([sys.executable, "-m", "shoal.cli", "share-groups", "--bootstrap-server", _bs, *args],
                                capture_output=True, text=True, timeout=60)
             assert "Traceback" not in r.stderr, r.stderr

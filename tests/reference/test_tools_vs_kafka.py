@@ -262,7 +262,7 @@ def _consumer_protocol_group(bs: str, topic: str, group: str, timeout: float = 3
     return consumers
 
 
-def test_consumer_protocol_group_tool(shoal_reference, kafka_broker):
+def test_consumer_protocol_group_tool(shoal_reference, kafka_broker, tmp_path):
     """A KIP-848 group: on each broker, shoal's `groups list --type` and `groups describe --offsets |
     --members | --state [--verbose]` print exactly what Kafka's ConsumerGroupCommand prints for the same
     state (Kafka's tool against shoal too); then shoal's tool on shoal and on Kafka agree on what is
@@ -273,33 +273,13 @@ def test_consumer_protocol_group_tool(shoal_reference, kafka_broker):
              ["--describe", "--group", g, "--members"], ["--describe", "--group", g, "--members", "--verbose"],
              ["--describe", "--group", g, "--state"], ["--describe", "--group", g, "--state", "--verbose"]]
     ours: dict[str, list[str]] = {}
-    for kind, bs in (("shoal", shoal_reference.bootstrap_servers), ("kafka", kafka_broker.bootstrap_servers)):
-        run = runner(bs)
-        run("topics", "create", "--topic", t, "--partitions", "4")
-        p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
-        for i in range(40):
-            p.produce(t, value=b"%d" % i, partition=i % 4)
-        assert p.flush(15) == 0
-        consumers = _consumer_protocol_group(bs, t, g)
-        try:
-            ours[kind] = []
-            for args in [["--list", "--type"], ["--list", "--type", "consumer", "--state"], *views]:
-                for c in consumers:
-                    c.poll(0.01)
-                theirs = kafka_broker.java(CONSUMER_GROUP_COMMAND, "--bootstrap-server", bs, *args, timeout=120)
-                shoal_args = ["list" if a == "--list" else "describe" if a == "--describe" else a for a in args]
-                r = subprocess.run([sys.executable, "-m", "shoal.cli", "groups", *shoal_args, "--bootstrap-server",
-                                    bs], capture_output=True, text=True, timeout=60)
-                got, want = r.stdout, theirs.stdout
-                if args[0] == "--list":  # other tests' groups are listed too
-                    got, want = ("\n".join(ln for ln in x.splitlines() if ln.startswith(("GROUP ", g)))
-                                 for x in (got, want))
-                assert (r.returncode, got, r.stderr) == (theirs.returncode, want, theirs.stderr), \
-                    f"{kind}: {args}\nshoal's tool:\n{got}{r.stderr}\nKafka's tool:\n{want}{theirs.stderr}"
-                ours[kind].append(got)
-        finally:
-            for c in consumers:
-                c.close()
+    # Kafka's tool runs in one JVM, run after run (ToolRunner): a JVM start per run is seconds of CPU
+    session = ToolSession(kafka_broker.lib, compile_tool_runner(kafka_broker.lib, tmp_path / "tool-runner"),
+                          tmp_path / "runs")
+    try:
+        _consumer_protocol_views(shoal_reference, kafka_broker, session, t, g, views, ours)
+    finally:
+        session.close()
     for kind, outputs in ours.items():
         shown = []
         for args, text in zip([["list"], ["list"], *views], outputs, strict=True):
@@ -316,6 +296,38 @@ def test_consumer_protocol_group_tool(shoal_reference, kafka_broker):
         ours[kind] = shown
     for i, (s, k) in enumerate(zip(ours["shoal"], ours["kafka"], strict=True)):
         assert s == k, f"view {i} differs:\nshoal: {s}\nkafka: {k}"
+
+
+def _consumer_protocol_views(shoal_reference, kafka_broker, session: ToolSession, t: str, g: str,
+                             views: list[list[str]], ours: dict[str, list[str]]) -> None:
+    """On each broker: a consumer-protocol group, then each view printed by both tools (asserted equal)."""
+    for kind, bs in (("shoal", shoal_reference.bootstrap_servers), ("kafka", kafka_broker.bootstrap_servers)):
+        run = runner(bs)
+        run("topics", "create", "--topic", t, "--partitions", "4")
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+        for i in range(40):
+            p.produce(t, value=b"%d" % i, partition=i % 4)
+        assert p.flush(15) == 0
+        consumers = _consumer_protocol_group(bs, t, g)
+        try:
+            ours[kind] = []
+            for args in [["--list", "--type"], ["--list", "--type", "consumer", "--state"], *views]:
+                for c in consumers:
+                    c.poll(0.01)
+                theirs = session.run(CONSUMER_GROUP_COMMAND, "--bootstrap-server", bs, *args, timeout=120)
+                shoal_args = ["list" if a == "--list" else "describe" if a == "--describe" else a for a in args]
+                r = subprocess.run([sys.executable, "-m", "shoal.cli", "groups", *shoal_args, "--bootstrap-server",
+                                    bs], capture_output=True, text=True, timeout=60)
+                got, want = r.stdout, theirs.stdout
+                if args[0] == "--list":  # other tests' groups are listed too
+                    got, want = ("\n".join(ln for ln in x.splitlines() if ln.startswith(("GROUP ", g)))
+                                 for x in (got, want))
+                assert (r.returncode, got, r.stderr) == (theirs.returncode, want, theirs.stderr), \
+                    f"{kind}: {args}\nshoal's tool:\n{got}{r.stderr}\nKafka's tool:\n{want}{theirs.stderr}"
+                ours[kind].append(got)
+        finally:
+            for c in consumers:
+                c.close()
 
 
 # -- ACLs and SCRAM users: Kafka's own kafka-acls / kafka-configs beside shoal's ------------------------------------

@@ -16,6 +16,9 @@ from tests.interop.conftest import ShoalProcess
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# spark-defaults.conf of every Spark the tests start, in this process and in the jobs they run as
+# subprocesses: JVM options that cut a small job's CPU (see the file).
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "conf"))
 
 
 @pytest.fixture(scope="session")
