@@ -10,6 +10,7 @@ then read at the highest version whose fields are all present).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from shoal.protocol.generated.consumer_protocol_assignment import ConsumerProtocolAssignment
 from shoal.protocol.generated.consumer_protocol_subscription import ConsumerProtocolSubscription
@@ -60,7 +61,7 @@ def _split(buf: bytes | bytearray | memoryview) -> tuple[int, memoryview]:
     return version, mv[2:]
 
 
-def _decode_tolerant(cls: type, body: memoryview, version: int, max_version: int):  # noqa: ANN202
+def _decode_tolerant(cls: Any, body: memoryview, version: int, max_version: int):  # noqa: ANN202
     """Decode at min(version, max); on a short body retry at lower versions (fewer fields), and
     finally with a null UserData appended (old librdkafka left that trailing field out)."""
     first_error: ValueError | None = None
