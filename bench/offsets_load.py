@@ -23,7 +23,7 @@ from shoal.coordinator.group.records import OffsetAndMetadata, offset_commit_key
 from shoal.coordinator.group.runtime import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupCoordinatorRuntime
 from shoal.coordinator.group.shard import GroupCoordinatorShard
 from shoal.coordinator.loader import load_offsets_log
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_encode import build_batch
 from shoal.storage.config import LogConfig
 from shoal.storage.manager import LogManager
 

@@ -28,7 +28,7 @@ from shoal.protocol.generated.create_topics_response import CreateTopicsResponse
 from shoal.protocol.generated.metadata_request import MetadataRequest  # noqa: E402
 from shoal.protocol.generated.metadata_response import MetadataResponse  # noqa: E402
 from shoal.protocol.generated.produce_request import ProduceRequest  # noqa: E402
-from shoal.protocol.record_batch import build_batch  # noqa: E402
+from shoal.protocol.record_encode import build_batch  # noqa: E402
 from shoal.testing.process import BrokerProcess  # noqa: E402
 
 

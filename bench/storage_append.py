@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import build_batch
 from shoal.storage import LogConfig, PartitionLog
 
 
@@ -28,7 +29,7 @@ def main() -> None:
     ]
 
     t = time.perf_counter()
-    payload = rb.build_batch(records)
+    payload = build_batch(records)
     build_s = time.perf_counter() - t
     t = time.perf_counter()
     n = sum(1 for _ in rb.iter_records(payload))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.clock import monotonic_ms as now_ms
-from shoal.protocol.record_batch import EncodedRecords, build_batch, build_batch_encoded, encode_records
+from shoal.protocol.record_encode import EncodedRecords, build_batch, build_batch_encoded, encode_records
 
 from .errors import KafkaTimeoutError
 from .structs import RecordMetadata, TopicPartition

@@ -29,7 +29,7 @@ from shoal.coordinator.result import CoordinatorResult, ShardRequest
 from shoal.coordinator.shard import CoordinatorShard
 from shoal.protocol.errors import ErrorCode, error_code_of
 from shoal.protocol.generated.api_keys import ApiKey
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_encode import build_batch
 from shoal.storage.config import LogConfig
 from shoal.storage.producer_state import AppendOrigin
 

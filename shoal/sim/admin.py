@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.clock import now_ms
-from shoal.protocol import record_batch as rb
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.create_partitions_request import CreatePartitionsRequest
@@ -30,6 +29,7 @@ from shoal.protocol.generated.delete_records_request import DeleteRecordsRequest
 from shoal.protocol.generated.delete_topics_request import DeleteTopicsRequest
 from shoal.protocol.generated.describe_configs_request import DescribeConfigsRequest
 from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from shoal.protocol.record_encode import build_batch
 from shoal.sim.invariants import ADMIN_TOPIC_PREFIX
 from shoal.sim.network import NetworkError
 from shoal.sim.wire import RETRY_ELSEWHERE, SimClient, fetch_request, metadata_request, produce_request
@@ -142,7 +142,7 @@ class AdminClient(SimClient):
     async def _delete_records(self, topic: str) -> None:
         state = self.topics[topic]
         p = self.rng.randrange(state.partitions)
-        batch = rb.build_batch([(now_ms(), None, b"admin-%d" % i, []) for i in range(self.rng.randint(1, 5))])
+        batch = build_batch([(now_ms(), None, b"admin-%d" % i, []) for i in range(self.rng.randint(1, 5))])
         leader = await self.leader(topic, p)
         try:
             resp = await self.call(leader, ApiKey.PRODUCE, produce_request(topic, p, batch, -1))

@@ -22,6 +22,7 @@ from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.end_txn_request import EndTxnRequest
 from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
 from shoal.protocol.generated.init_producer_id_request import InitProducerIdRequest
+from shoal.protocol.record_encode import build_batch
 from shoal.sim.network import NetworkError
 from shoal.sim.wire import RETRY_ELSEWHERE, SimClient, fetch_request, produce_request
 from shoal.sim.workload import Reader
@@ -125,8 +126,8 @@ class TransactionalProducer(SimClient):
         self.trace.emit(f"{self.name} transaction {t} {'committed' if commit else 'aborted'}")
 
     async def _produce(self, p: int, value: bytes) -> None:
-        batch = rb.build_batch([(now_ms(), self.name.encode(), value, [])], producer_id=self.pid,
-                               producer_epoch=self.epoch, base_sequence=self.seqs[p], is_transactional=True)
+        batch = build_batch([(now_ms(), self.name.encode(), value, [])], producer_id=self.pid,
+                            producer_epoch=self.epoch, base_sequence=self.seqs[p], is_transactional=True)
         req = produce_request(self.topic, p, batch, -1)
         req.transactional_id = self.transactional_id
         for _ in range(40):

@@ -18,6 +18,7 @@ from shoal.clock import now_ms
 from shoal.protocol import record_batch as rb
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.protocol.record_encode import build_batch
 from shoal.sim.network import NetworkError
 from shoal.sim.wire import (
     RETRY_ELSEWHERE,
@@ -86,8 +87,8 @@ class IdempotentProducer(SimClient):
         for i in range(self.records):
             p = self.rng.randrange(self.partitions)
             value = f"{self.name}:{i}".encode()
-            batch = rb.build_batch([(now_ms(), self.name.encode(), value, [])], producer_id=pid,
-                                   producer_epoch=epoch, base_sequence=seqs[p])
+            batch = build_batch([(now_ms(), self.name.encode(), value, [])], producer_id=pid,
+                                producer_epoch=epoch, base_sequence=seqs[p])
             outcome = await self._send(p, batch, value)
             if outcome == "refused":
                 return

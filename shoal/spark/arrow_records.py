@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import EncodedRecords
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _BASE_FIELDS = [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
@@ -270,7 +271,7 @@ def _put_bytes(out: np.ndarray, start: np.ndarray, lens: np.ndarray, offsets: np
 
 
 def encode_records(keys: pa.Array | None, values: pa.Array, timestamp: int,
-                   headers: Sequence[bytes] | None = None) -> rb.EncodedRecords:
+                   headers: Sequence[bytes] | None = None) -> EncodedRecords:
     """The records section of one batch, offsets 0.., every record stamped ``timestamp`` (ms).
 
     ``keys``/``values`` are Arrow binary or string arrays (nulls allowed);
@@ -317,4 +318,4 @@ def encode_records(keys: pa.Array | None, values: pa.Array, timestamp: int,
         mv = memoryview(out)
         for p, h in zip(pos.tolist(), headers, strict=True):
             mv[p:p + len(h)] = h
-    return rb.EncodedRecords(out.tobytes(), n, timestamp, timestamp)
+    return EncodedRecords(out.tobytes(), n, timestamp, timestamp)

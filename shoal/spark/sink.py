@@ -110,7 +110,7 @@ class _Writer:
     def add(self, batch: Any) -> None:
         import numpy as np
 
-        from shoal.protocol.record_batch import encode_headers
+        from shoal.protocol.record_encode import encode_headers
 
         n = batch.num_rows
         if n == 0:

@@ -37,6 +37,7 @@ from bisect import bisect_right
 from typing import TYPE_CHECKING
 
 from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import rebuild_batch
 from shoal.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -150,7 +151,7 @@ def compact_segments(log: PartitionLog, now_ms: int) -> tuple[int, int]:
                     ph.position = 0
                     cleaned.append(data, [ph])
             if keep and not h.is_control:
-                new = rb.rebuild_batch(h, keep)
+                new = rebuild_batch(h, keep)
                 cleaned.append(new, [rb.parse_header(new)])
         if cleaned is not None:
             log._replace_segment(index, _swap(seg, cleaned, now_ms))

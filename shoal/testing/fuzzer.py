@@ -43,7 +43,8 @@ from shoal.protocol.generated import API_BY_KEY
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
-from shoal.protocol.record_batch import HEADER_SIZE, _assemble, build_batch
+from shoal.protocol.record_batch import HEADER_SIZE
+from shoal.protocol.record_encode import _assemble, build_batch
 from shoal.testing import sasl_fuzz
 
 CONTROL_TOPIC = "fuzz-control"

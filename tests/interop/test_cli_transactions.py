@@ -10,7 +10,7 @@ import sys
 import pytest
 from confluent_kafka import Producer
 
-from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import build_batch
 from shoal.storage import LogConfig, PartitionLog
 from tests.interop.txn_helpers import create_topic, read_all, watermarks
 
@@ -72,8 +72,8 @@ def test_find_and_abort_a_hanging_transaction(shoal_factory):
     broker.stop()
     # An open transaction of producer 777 that no coordinator knows of, as an old broker could leave.
     log = PartitionLog(broker.data_dir / "cli-hang-0", LogConfig())
-    log.append(bytearray(rb.build_batch([(1, None, b"hung", None)], producer_id=777, producer_epoch=3,
-                                        base_sequence=0, is_transactional=True)), 1)
+    log.append(bytearray(build_batch([(1, None, b"hung", None)], producer_id=777, producer_epoch=3,
+                                     base_sequence=0, is_transactional=True)), 1)
     log.close()
     broker.start()
     plain = Producer({"bootstrap.servers": bs})

@@ -30,7 +30,7 @@ from shoal.protocol.generated.describe_groups_request import DescribeGroupsReque
 from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
 from shoal.protocol.generated.init_producer_id_request import InitProducerIdRequest
 from shoal.protocol.generated.produce_request import ProduceRequest as PR
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_encode import build_batch
 from shoal.tools.wire import BrokerConnection, ToolError, parse_bootstrap
 from tests.reference.conformance_corpus import CASES, DEFAULT_IGNORED, Case, Names
 

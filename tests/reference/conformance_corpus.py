@@ -34,7 +34,7 @@ from shoal.protocol.generated.offset_delete_request import OffsetDeleteRequest a
 from shoal.protocol.generated.offset_fetch_request import OffsetFetchRequest as OF
 from shoal.protocol.generated.produce_request import ProduceRequest as PR
 from shoal.protocol.generated.sync_group_request import SyncGroupRequest
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_encode import build_batch
 
 Names = dict[str, str]
 Builder = Callable[[Names, int], Any]

@@ -19,7 +19,7 @@ from shoal.protocol.generated.end_txn_request import EndTxnRequest
 from shoal.protocol.generated.init_producer_id_request import InitProducerIdRequest
 from shoal.protocol.generated.produce_request import ProduceRequest
 from shoal.protocol.generated.txn_offset_commit_request import TxnOffsetCommitRequest
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_encode import build_batch
 from shoal.tools.wire import BrokerConnection, ToolClient, ToolError
 from tests.interop.txn_helpers import read_all
 from tests.reference.scenarios import err

@@ -22,7 +22,7 @@ from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.create_topics_request import CreateTopicsRequest
 from shoal.protocol.generated.fetch_request import FetchRequest
 from shoal.protocol.generated.produce_request import ProduceRequest
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_encode import build_batch
 
 
 @asynccontextmanager

@@ -10,7 +10,7 @@ from shoal.protocol.framing import encode_request
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.metadata_request import MetadataRequest
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_encode import build_batch
 from tests.unit.broker_harness import RawClient, create_req, port, produce_req, run, running_broker
 
 

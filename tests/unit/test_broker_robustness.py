@@ -81,7 +81,7 @@ def test_metadata_topic_by_id_and_null_name(tmp_path):
 
 def _batch_with_payload(payload: bytes, count: int, codec: int = 0) -> bytes:
     """A batch whose CRC is right whatever its records section holds."""
-    from shoal.protocol.record_batch import _assemble
+    from shoal.protocol.record_encode import _assemble
     return _assemble(payload, count=count, base_offset=0, last_offset_delta=count - 1, base_timestamp=1000,
                      max_timestamp=1000, attributes=codec, producer_id=-1, producer_epoch=-1, base_sequence=-1,
                      partition_leader_epoch=-1)
@@ -97,7 +97,7 @@ def test_corrupt_records_with_a_valid_crc_are_refused(tmp_path):
     records do not parse must be refused, or it poisons the partition for every reader."""
     from shoal.protocol import compression
     from shoal.protocol.generated.list_offsets_request import ListOffsetsRequest
-    from shoal.protocol.record_batch import build_batch
+    from shoal.protocol.record_encode import build_batch
 
     good = _records_section(build_batch([(1000, b"k", b"value", [("h", b"x")]), (1001, b"k2", b"v2", [])]))
     one = _records_section(build_batch([(1000, b"k", b"value", [])]))
@@ -185,7 +185,7 @@ def test_records_refused_one_by_one_are_named_in_the_response(tmp_path):
     refused with INVALID_TIMESTAMP. Nothing of a refused batch is stored."""
     from shoal.clock import now_ms
     from shoal.protocol.compression import LZ4
-    from shoal.protocol.record_batch import build_batch
+    from shoal.protocol.record_encode import build_batch
 
     async def main():
         async with running_broker(tmp_path) as b:

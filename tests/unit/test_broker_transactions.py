@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import asyncio
 
-from shoal.protocol import record_batch as rb
 from shoal.protocol.errors import ErrorCode as E
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.api_versions_request import ApiVersionsRequest
 from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
 from shoal.protocol.generated.init_producer_id_request import InitProducerIdRequest
 from shoal.protocol.generated.produce_request import ProduceRequest
+from shoal.protocol.record_encode import build_batch
 from tests.unit.broker_harness import RawClient, running_broker
 
 
 def _produce(tid: str | None, pid: int, epoch: int, topic: str = "t") -> ProduceRequest:
-    batch = rb.build_batch([(1, None, b"v", None)], producer_id=pid, producer_epoch=epoch, base_sequence=0,
-                           is_transactional=True)
+    batch = build_batch([(1, None, b"v", None)], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                        is_transactional=True)
     return ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(index=0, records=batch)])])

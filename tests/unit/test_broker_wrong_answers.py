@@ -7,7 +7,7 @@ from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.find_coordinator_request import FindCoordinatorRequest
 from shoal.protocol.generated.offset_commit_request import OffsetCommitRequest
-from shoal.protocol.record_batch import build_batch
+from shoal.protocol.record_encode import build_batch
 from tests.unit.broker_harness import (
     RawClient,
     batch,

@@ -3,7 +3,7 @@
 from shoal.client.fetcher import CompletedFetch, FetchBuffer
 from shoal.client.structs import TopicPartition
 from shoal.client.subscription import SubscriptionState
-from shoal.protocol.record_batch import build_batch, build_control_batch
+from shoal.protocol.record_encode import build_batch, build_control_batch
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)

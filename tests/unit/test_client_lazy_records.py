@@ -19,6 +19,7 @@ from shoal.client.structs import ConsumerRecord, TopicPartition
 from shoal.client.subscription import SubscriptionState
 from shoal.protocol import record_batch as rb
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.record_encode import build_batch, build_control_batch, rebuild_batch
 
 TP = TopicPartition("t", 0)
 
@@ -90,7 +91,7 @@ def drain(data: bytes, fetch_offset: int, step: int, aborted: list[tuple[int, in
 def test_decode_records_equals_iter_records(codec: int) -> None:
     rng = random.Random(codec)
     for ts_type in (0, 1):
-        data = rb.build_batch(rows(rng, 200), base_offset=1000, compression=codec, timestamp_type=ts_type)
+        data = build_batch(rows(rng, 200), base_offset=1000, compression=codec, timestamp_type=ts_type)
         h = rb.parse_header(data)
         want = [ConsumerRecord("t", 3, r.offset, r.timestamp, ts_type, r.key, r.value, r.headers)
                 for r in rb.iter_records(data, h)]
@@ -101,7 +102,7 @@ def test_decode_records_equals_iter_records(codec: int) -> None:
 
 
 def test_truncated_records_are_corrupt() -> None:
-    data = rb.build_batch([(1, b"k", b"v" * 300, None)] * 3)
+    data = build_batch([(1, b"k", b"v" * 300, None)] * 3)
     h = rb.parse_header(data)
     payload = rb.records_payload(data, h)
     with pytest.raises(rb.CorruptRecordError):
@@ -112,7 +113,7 @@ def test_truncated_records_are_corrupt() -> None:
 @pytest.mark.parametrize("touch", [True, False])
 def test_lazy_poll_equals_eager_plain_and_compressed(codec: int, touch: bool) -> None:
     rng = random.Random(7)
-    data = b"".join(rb.build_batch(rows(rng, n), base_offset=base, compression=codec)
+    data = b"".join(build_batch(rows(rng, n), base_offset=base, compression=codec)
                     for base, n in ((0, 10), (10, 1), (11, 40), (51, 9)))
     for fetch_offset in (0, 5, 10, 11, 30, 59):
         for step in (1, 7, 10, 500):
@@ -123,10 +124,10 @@ def test_lazy_poll_equals_eager_plain_and_compressed(codec: int, touch: bool) ->
 
 def test_compacted_batches_with_offset_gaps() -> None:
     rng = random.Random(3)
-    full = rb.build_batch(rows(rng, 20), base_offset=100)
+    full = build_batch(rows(rng, 20), base_offset=100)
     h = rb.parse_header(full)
     kept = [r for r in rb.iter_records(full, h) if r.offset % 3 == 0]  # the cleaner dropped the rest
-    data = rb.rebuild_batch(h, kept) + rb.build_batch(rows(rng, 5), base_offset=120)
+    data = rebuild_batch(h, kept) + build_batch(rows(rng, 5), base_offset=120)
     for fetch_offset in (100, 101, 104, 118, 119):
         for step in (1, 2, 3, 50):
             got, pos = drain(data, fetch_offset, step)
@@ -136,15 +137,15 @@ def test_compacted_batches_with_offset_gaps() -> None:
 
 def test_control_batches_and_aborted_transactions_are_skipped() -> None:
     def txn(base: int, pid: int, n: int) -> bytes:
-        return rb.build_batch([(1, None, b"p%d-%d" % (pid, base + i), None) for i in range(n)],
-                              base_offset=base, producer_id=pid, producer_epoch=0, base_sequence=0,
-                              is_transactional=True)
+        return build_batch([(1, None, b"p%d-%d" % (pid, base + i), None) for i in range(n)],
+                           base_offset=base, producer_id=pid, producer_epoch=0, base_sequence=0,
+                           is_transactional=True)
 
     def marker(base: int, pid: int, kind: int) -> bytes:
-        return rb.build_control_batch(kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0,
-                                      timestamp=1, base_offset=base)
+        return build_control_batch(kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                                   timestamp=1, base_offset=base)
 
-    data = (txn(0, 1, 3) + txn(3, 2, 2) + rb.build_batch([(1, None, b"plain", None)], base_offset=5)
+    data = (txn(0, 1, 3) + txn(3, 2, 2) + build_batch([(1, None, b"plain", None)], base_offset=5)
             + marker(6, 1, rb.CONTROL_ABORT) + marker(7, 2, rb.CONTROL_COMMIT) + txn(8, 1, 2)
             + marker(10, 1, rb.CONTROL_COMMIT) + marker(11, 2, rb.CONTROL_COMMIT))
     aborted = [(0, 1)]
@@ -159,10 +160,10 @@ def test_control_batches_and_aborted_transactions_are_skipped() -> None:
 def test_positions_and_drained_match_the_eager_accounting() -> None:
     # A control batch between two data batches: once the first batch is consumed, the position
     # moves past the marker (as Kafka's client), and a fetch with no records left is drained.
-    data = (rb.build_batch([(1, None, b"a%d" % i, None) for i in range(10)], base_offset=0)
-            + rb.build_control_batch(1, producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp=1,
-                                     base_offset=10)
-            + rb.build_batch([(1, None, b"b%d" % i, None) for i in range(5)], base_offset=11))
+    data = (build_batch([(1, None, b"a%d" % i, None) for i in range(10)], base_offset=0)
+            + build_control_batch(1, producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp=1,
+                                  base_offset=10)
+            + build_batch([(1, None, b"b%d" % i, None) for i in range(5)], base_offset=11))
     s = subs_at(0)
     buf = FetchBuffer()
     cf = CompletedFetch(TP, 0, data)
@@ -179,7 +180,7 @@ def test_positions_and_drained_match_the_eager_accounting() -> None:
 
 
 def test_record_list_is_list_like() -> None:
-    data = rb.build_batch([(5, b"k%d" % i, b"v%d" % i, [("h", b"1")]) for i in range(6)], base_offset=0)
+    data = build_batch([(5, b"k%d" % i, b"v%d" % i, [("h", b"1")]) for i in range(6)], base_offset=0)
     s = subs_at(0)
     buf = FetchBuffer()
     buf.add(CompletedFetch(TP, 0, data))
@@ -208,7 +209,7 @@ def test_record_list_is_list_like() -> None:
 
 
 def test_rest_of_a_batch_split_over_polls_is_decoded_once() -> None:
-    data = rb.build_batch([(5, None, b"v%d" % i, None) for i in range(10)], base_offset=0)
+    data = build_batch([(5, None, b"v%d" % i, None) for i in range(10)], base_offset=0)
     s = subs_at(0)
     buf = FetchBuffer()
     buf.add(CompletedFetch(TP, 0, data))
@@ -241,12 +242,12 @@ def _response(offset_data: dict[int, bytes], hw: int, error: int = 0) -> Any:
 def test_pipelined_fetch_follows_the_buffered_data() -> None:
     s = subs_at(0)
     f = _fetcher(s)
-    first = rb.build_batch([(1, None, b"a", None)] * 10, base_offset=0)
+    first = build_batch([(1, None, b"a", None)] * 10, base_offset=0)
     assert f.fetchable_by_node() == {0: [(TP, 0)]}
     assert f._handle(_response({0: first}, hw=100), {TP: 0})
     # Data buffered, not consumed: the next fetch starts where it ends.
     assert f.fetchable_by_node() == {0: [(TP, 10)]}
-    assert f._handle(_response({0: rb.build_batch([(1, None, b"b", None)] * 5, base_offset=10)}, hw=100), {TP: 10})
+    assert f._handle(_response({0: build_batch([(1, None, b"b", None)] * 5, base_offset=10)}, hw=100), {TP: 10})
     assert f.fetchable_by_node() == {}  # two fetches buffered: enough
     got = f.buffer.collect(s, 100)[TP]
     assert [r.offset for r in got] == list(range(15)) and s.state(TP).position == 15
@@ -256,20 +257,20 @@ def test_pipelined_fetch_follows_the_buffered_data() -> None:
 def test_no_pipelined_fetch_past_the_end_of_the_log() -> None:
     s = subs_at(0)
     f = _fetcher(s)
-    f._handle(_response({0: rb.build_batch([(1, None, b"a", None)] * 10, base_offset=0)}, hw=10), {TP: 0})
+    f._handle(_response({0: build_batch([(1, None, b"a", None)] * 10, base_offset=0)}, hw=10), {TP: 0})
     assert f.fetchable_by_node() == {}  # it would only wait at the broker
 
 
 def test_stale_pipelined_response_is_dropped_and_its_errors_ignored() -> None:
     s = subs_at(0)
     f = _fetcher(s)
-    f._handle(_response({0: rb.build_batch([(1, None, b"a", None)] * 10, base_offset=0)}, hw=100), {TP: 0})
+    f._handle(_response({0: build_batch([(1, None, b"a", None)] * 10, base_offset=0)}, hw=100), {TP: 0})
     # A pipelined fetch from 10 fails: the position is still 0, nothing is reset or raised.
     f._handle(_response({0: b""}, hw=100, error=ErrorCode.OFFSET_OUT_OF_RANGE), {TP: 10})
     assert f.reset_requests == [] and f.errors == []
     s.seek(TP, 3)  # the application seeks away: what was buffered, and what follows it, is stale
     assert f.buffer.collect(s, 100) == {}
-    assert not f._handle(_response({0: rb.build_batch([(1, None, b"b", None)] * 5, base_offset=10)}, hw=100),
+    assert not f._handle(_response({0: build_batch([(1, None, b"b", None)] * 5, base_offset=10)}, hw=100),
                          {TP: 10})
     assert f.fetchable_by_node() == {0: [(TP, 3)]}
 
@@ -287,7 +288,7 @@ def test_fetch_does_not_park_while_records_wait() -> None:
     async def go() -> None:
         f.send_fetches()
         f._in_flight.clear()
-        f._handle(_response({0: rb.build_batch([(1, None, b"a", None)] * 10, base_offset=0)}, hw=100), {TP: 0})
+        f._handle(_response({0: build_batch([(1, None, b"a", None)] * 10, base_offset=0)}, hw=100), {TP: 0})
         f.send_fetches()
         await asyncio.sleep(0)
 

@@ -1,4 +1,4 @@
-"""The producer's one-pass batch encoding (record_batch.encode_records) writes what build_batch
+"""The producer's one-pass batch encoding (record_encode.encode_records) writes what build_batch
 writes, byte for byte; a batch's completion tells exactly the records someone waits on."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from shoal.client.accumulator import PendingRecord, ProducerBatch, RecordFuture
 from shoal.client.structs import TopicPartition
-from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import build_batch, build_batch_encoded, encode_records
 
 
 @pytest.mark.parametrize("codec", [0, 1, 3])
@@ -20,12 +20,12 @@ def test_encode_records_is_build_batch_byte_for_byte(codec: int) -> None:
                  rng.choice([None, b"", b"v" * rng.randint(0, 20000)]),
                  rng.choice([None, [], [("h", b"x"), ("é", None)]])) for _ in range(rng.randint(1, 40))]
         txn = bool(trial % 2)
-        assert (rb.build_batch_encoded(rb.encode_records(recs), compression=codec, producer_id=5, producer_epoch=1,
-                                       base_sequence=trial, is_transactional=txn)
-                == rb.build_batch(recs, compression=codec, producer_id=5, producer_epoch=1, base_sequence=trial,
-                                  is_transactional=txn))
+        assert (build_batch_encoded(encode_records(recs), compression=codec, producer_id=5, producer_epoch=1,
+                                    base_sequence=trial, is_transactional=txn)
+                == build_batch(recs, compression=codec, producer_id=5, producer_epoch=1, base_sequence=trial,
+                               is_transactional=txn))
     with pytest.raises(ValueError):
-        rb.encode_records([])
+        encode_records([])
 
 
 def test_producer_batch_encodes_its_records_as_build_batch() -> None:
@@ -34,8 +34,8 @@ def test_producer_batch_encodes_its_records_as_build_batch() -> None:
         assert b.try_append(PendingRecord(100 + i, None if i % 2 else b"k%d" % i, b"v%d" % i,
                                           [("h", b"%d" % i)] if i % 3 else []), 1 << 20)
     b.producer_id, b.producer_epoch, b.base_sequence = 7, 0, 11
-    want = rb.build_batch([(r.timestamp, r.key, r.value, r.headers) for r in b.records],
-                          producer_id=7, producer_epoch=0, base_sequence=11)
+    want = build_batch([(r.timestamp, r.key, r.value, r.headers) for r in b.records],
+                       producer_id=7, producer_epoch=0, base_sequence=11)
     assert b.encode(0) == want
 
 

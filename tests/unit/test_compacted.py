@@ -11,6 +11,7 @@ import pytest
 from shoal.protocol import record_batch as rb
 from shoal.protocol.compacted import LatestValues
 from shoal.protocol.compression import GZIP, NONE
+from shoal.protocol.record_encode import build_batch, build_control_batch
 
 
 def _reference(batches: list[bytes], transactional: bool) -> tuple[dict, dict]:
@@ -47,16 +48,16 @@ class _Log:
     def plain(self, records: list[tuple[bytes | None, bytes | None]], *, pid: int = -1, txn: bool = False,
               compression: int = NONE, headers: bool = False) -> None:
         hdrs = [("h", b"x")] if headers else []
-        batch = rb.build_batch([(1000, k, v, hdrs) for k, v in records], base_offset=self.offset,
-                               compression=compression, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
-                               is_transactional=txn)
+        batch = build_batch([(1000, k, v, hdrs) for k, v in records], base_offset=self.offset,
+                            compression=compression, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                            is_transactional=txn)
         self.batches.append(batch)
         self.offset += len(records)
 
     def marker(self, pid: int, commit: bool) -> None:
-        self.batches.append(rb.build_control_batch(rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT,
-                                                   producer_id=pid, producer_epoch=0, coordinator_epoch=0,
-                                                   timestamp=1000, base_offset=self.offset))
+        self.batches.append(build_control_batch(rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT,
+                                                producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                                                timestamp=1000, base_offset=self.offset))
         self.offset += 1
 
 

@@ -13,7 +13,8 @@ from shoal.protocol.compression import _xxh32_short
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.legacy_records import LegacyMessage, encode_message, encode_message_set, parse_message_set
-from shoal.protocol.record_batch import CorruptRecordError, InvalidRecordError, build_batch, iter_all_records
+from shoal.protocol.record_batch import CorruptRecordError, InvalidRecordError, iter_all_records
+from shoal.protocol.record_encode import build_batch
 from tests.unit.broker_harness import RawClient, create_req, fetch_req, port, produce_req, run, running_broker
 
 

@@ -13,6 +13,13 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from shoal.protocol import compression
 from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import (
+    _assemble,
+    _encode_record,
+    build_batch,
+    build_control_batch,
+    rebuild_batch,
+)
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 
@@ -58,7 +65,7 @@ def sample_records(n: int = 40) -> list[tuple]:
 @pytest.mark.parametrize("codec", CODECS)
 def test_build_iter_round_trip(codec: int) -> None:
     recs = sample_records()
-    batch = rb.build_batch(
+    batch = build_batch(
         recs, base_offset=100, compression=codec, producer_id=9, producer_epoch=2, base_sequence=5
     )
     (h,) = rb.validate_batches(batch)
@@ -78,7 +85,7 @@ def test_large_values_and_varints() -> None:
         (-5, b"", b"", None),
         (1 << 40, None, None, []),
     ]
-    batch = rb.build_batch(recs)
+    batch = build_batch(recs)
     got = list(rb.iter_records(batch))
     assert (
         got[0].key == b"k" * 20000
@@ -92,7 +99,7 @@ def test_large_values_and_varints() -> None:
 @pytest.mark.parametrize("codec", CODECS)
 def test_kafka_python_reads_ours(codec: int, kafka_python_codecs: None) -> None:
     recs = sample_records()
-    batch = rb.build_batch(recs, base_offset=7, compression=codec)
+    batch = build_batch(recs, base_offset=7, compression=codec)
     mr = MemoryRecords(batch)
     kb = mr.next_batch()
     assert kb.validate_crc()
@@ -127,11 +134,11 @@ def test_snappy_raw_and_xerial_both_decode() -> None:
     raw = bytes(cramjam.snappy.compress_raw(data))  # what librdkafka writes
     assert compression.decompress(compression.SNAPPY, raw) == data
     # A raw-snappy batch (librdkafka style) decodes too.
-    plain = rb.build_batch([(1, b"k", data, None)])
+    plain = build_batch([(1, b"k", data, None)])
     payload = raw_snappy = bytes(cramjam.snappy.compress_raw(rb.records_payload(plain)))
     assert payload == raw_snappy
     h = rb.parse_header(plain)
-    mutated = rb._assemble(
+    mutated = _assemble(
         raw_snappy,
         count=1,
         base_offset=0,
@@ -154,8 +161,8 @@ def test_lz4_frame_has_independent_blocks() -> None:
 
 
 def test_multiple_batches_and_offsets_in_place() -> None:
-    b1 = rb.build_batch([(1, b"a", b"1", None), (2, b"b", b"2", None)])
-    b2 = rb.build_batch([(3, b"c", b"3", None)], compression=compression.GZIP)
+    b1 = build_batch([(1, b"a", b"1", None), (2, b"b", b"2", None)])
+    b2 = build_batch([(3, b"c", b"3", None)], compression=compression.GZIP)
     buf = bytearray(b1 + b2)
     hs = rb.validate_batches(buf)
     assert [h.position for h in hs] == [0, len(b1)]
@@ -167,7 +174,7 @@ def test_multiple_batches_and_offsets_in_place() -> None:
 
 
 def test_log_append_time_rewrites_crc_and_record_timestamps() -> None:
-    buf = bytearray(rb.build_batch([(10, b"a", b"1", None), (20, b"b", b"2", None)]))
+    buf = bytearray(build_batch([(10, b"a", b"1", None), (20, b"b", b"2", None)]))
     rb.set_log_append_time(buf, 0, 99999)
     (h,) = rb.validate_batches(buf)
     assert h.timestamp_type == rb.LOG_APPEND_TIME and h.max_timestamp == 99999
@@ -177,11 +184,11 @@ def test_log_append_time_rewrites_crc_and_record_timestamps() -> None:
 
 
 def test_crc_tamper_is_corrupt() -> None:
-    buf = bytearray(rb.build_batch([(1, b"k", b"value", None)]))
+    buf = bytearray(build_batch([(1, b"k", b"value", None)]))
     buf[-1] ^= 0xFF
     with pytest.raises(rb.CorruptRecordError, match="CRC"):
         rb.validate_batches(buf)
-    buf = bytearray(rb.build_batch([(1, b"k", b"value", None)]))
+    buf = bytearray(build_batch([(1, b"k", b"value", None)]))
     buf[rb.ATTRIBUTES_OFFSET + 1] ^= 0x01  # attributes are covered too
     with pytest.raises(rb.CorruptRecordError):
         rb.validate_batches(buf)
@@ -189,7 +196,7 @@ def test_crc_tamper_is_corrupt() -> None:
 
 
 def test_truncated_and_bad_lengths() -> None:
-    batch = rb.build_batch([(1, b"k", b"value" * 10, None)])
+    batch = build_batch([(1, b"k", b"value" * 10, None)])
     for cut in (1, 10, 20, rb.HEADER_SIZE, len(batch) - 1):
         with pytest.raises(rb.CorruptRecordError):
             rb.validate_batches(batch[:cut])
@@ -210,7 +217,7 @@ def test_truncated_and_bad_lengths() -> None:
 
 
 def test_record_too_large_counts_log_overhead() -> None:
-    batch = rb.build_batch([(1, b"k", b"v" * 1000, None)])
+    batch = build_batch([(1, b"k", b"v" * 1000, None)])
     rb.validate_batches(batch, max_batch_bytes=len(batch))
     with pytest.raises(rb.RecordTooLargeError) as e:
         rb.validate_batches(batch, max_batch_bytes=len(batch) - 1)
@@ -229,20 +236,20 @@ def test_legacy_magic_rejected() -> None:
 
 
 def test_client_rules() -> None:
-    ok = rb.build_batch([(1, b"k", b"v", None)], producer_id=5, producer_epoch=0, base_sequence=0)
+    ok = build_batch([(1, b"k", b"v", None)], producer_id=5, producer_epoch=0, base_sequence=0)
     rb.validate_batches(ok)
-    no_seq = rb.build_batch([(1, b"k", b"v", None)], producer_id=5, producer_epoch=0, base_sequence=-1)
+    no_seq = build_batch([(1, b"k", b"v", None)], producer_id=5, producer_epoch=0, base_sequence=-1)
     with pytest.raises(rb.InvalidRecordError):
         rb.validate_batches(no_seq)
     rb.validate_batches(no_seq, client=False)
-    marker = rb.build_control_batch(
+    marker = build_control_batch(
         rb.CONTROL_COMMIT, producer_id=5, producer_epoch=0, coordinator_epoch=1, timestamp=5
     )
     with pytest.raises(rb.InvalidRecordError):
         rb.validate_batches(marker)
     # records count must match the offset range for producers
     h = rb.parse_header(ok)
-    sparse = rb.rebuild_batch(
+    sparse = rebuild_batch(
         rb.BatchHeader(0, 0, -1, 2, 0, 0, 3, 1, 1, 5, 0, 0, 2),
         [rb.Record(0, 1, b"a", b"1", []), rb.Record(3, 1, b"b", b"2", [])],
     )
@@ -256,7 +263,7 @@ def test_client_rules() -> None:
 
 @pytest.mark.parametrize("ctype", [rb.CONTROL_ABORT, rb.CONTROL_COMMIT])
 def test_control_batch(ctype: int) -> None:
-    batch = rb.build_control_batch(
+    batch = build_control_batch(
         ctype, producer_id=42, producer_epoch=3, coordinator_epoch=17, timestamp=1234, base_offset=50
     )
     (h,) = rb.validate_batches(batch, client=False)
@@ -272,7 +279,7 @@ def test_control_batch(ctype: int) -> None:
 
 
 def test_transactional_flag_and_kafka_python_control_parse() -> None:
-    batch = rb.build_batch(
+    batch = build_batch(
         [(1, b"k", b"v", None)], producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True
     )
     (h,) = rb.validate_batches(batch)
@@ -281,8 +288,8 @@ def test_transactional_flag_and_kafka_python_control_parse() -> None:
 
 
 def test_corrupt_compressed_payload() -> None:
-    h = rb.parse_header(rb.build_batch([(1, b"k", b"v", None)]))
-    broken = rb._assemble(
+    h = rb.parse_header(build_batch([(1, b"k", b"v", None)]))
+    broken = _assemble(
         b"not gzip at all",
         count=1,
         base_offset=0,
@@ -301,10 +308,10 @@ def test_corrupt_compressed_payload() -> None:
 
 
 def test_truncated_record_data() -> None:
-    h = rb.parse_header(rb.build_batch([(1, b"k", b"v", None)]))
+    h = rb.parse_header(build_batch([(1, b"k", b"v", None)]))
     payload = bytearray()
-    rb._encode_record(payload, 0, 0, b"key", b"value" * 10, None)
-    broken = rb._assemble(
+    _encode_record(payload, 0, 0, b"key", b"value" * 10, None)
+    broken = _assemble(
         bytes(payload[:-4]),
         count=1,
         base_offset=0,
@@ -326,6 +333,6 @@ def test_compression_names() -> None:
     with pytest.raises(compression.CompressionError):
         compression.codec_from_name("brotli")
     with pytest.raises(ValueError):
-        rb.build_batch([(1, None, b"v", None)], compression=9)
+        build_batch([(1, None, b"v", None)], compression=9)
     with pytest.raises(ValueError):
-        rb.build_batch([])
+        build_batch([])

@@ -266,7 +266,7 @@ def test_three_nodes_the_partition_leader_stops_and_the_new_leader_takes_the_per
 
 
 def test_read_committed_share_groups_never_deliver_aborted_or_open_transactions(tmp_path):
-    from shoal.protocol.record_batch import build_batch
+    from shoal.protocol.record_encode import build_batch
 
     async def go():
         async with running_broker(tmp_path) as broker:

@@ -10,11 +10,12 @@ import pyarrow as pa
 import pytest
 
 from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import build_batch, build_batch_encoded, build_control_batch, encode_headers
 from shoal.spark.arrow_records import arrow_schema, decode_fetch, encode_records
 
 
 def batch(base: int, rows, **kw) -> bytes:
-    return rb.build_batch(rows, base_offset=base, **kw)
+    return build_batch(rows, base_offset=base, **kw)
 
 
 def test_values_keys_nulls_and_offsets_across_batches_and_codecs() -> None:
@@ -50,11 +51,11 @@ def test_read_committed_drops_aborted_batches_and_markers() -> None:
     buf = b"".join([
         batch(0, [(1, None, b"a0", None)], base_sequence=0, **txn),       # aborted
         batch(1, [(1, None, b"plain", None)]),
-        rb.build_control_batch(rb.CONTROL_ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
-                               timestamp=1, base_offset=2),
+        build_control_batch(rb.CONTROL_ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
+                            timestamp=1, base_offset=2),
         batch(3, [(1, None, b"c3", None)], base_sequence=1, **txn),       # committed
-        rb.build_control_batch(rb.CONTROL_COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
-                               timestamp=1, base_offset=4),
+        build_control_batch(rb.CONTROL_COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
+                            timestamp=1, base_offset=4),
     ])
     d = decode_fetch(buf, "t", 0, 0, 5, aborted=[(0, 7)])
     assert d.batch.to_pydict()["value"] == [b"plain", b"c3"] and d.next_offset == 5
@@ -71,11 +72,11 @@ def test_encode_records_matches_the_per_record_encoder() -> None:
         value = None if i % 11 == 0 else rng.randbytes(rng.choice([0, 5, 100, 20_000]))
         rows.append((1234, key, value, [("h", b"x"), ("n", None)] if i % 5 == 0 else None))
     enc = encode_records(pa.array([r[1] for r in rows], pa.binary()), pa.array([r[2] for r in rows], pa.binary()),
-                         1234, [rb.encode_headers(r[3]) for r in rows])
+                         1234, [encode_headers(r[3]) for r in rows])
     assert enc.count == 2000
     for codec in (0, 3):
-        assert rb.build_batch_encoded(enc, compression=codec, producer_id=5, producer_epoch=1, base_sequence=9,
-                                      is_transactional=True) == rb.build_batch(
+        assert build_batch_encoded(enc, compression=codec, producer_id=5, producer_epoch=1, base_sequence=9,
+                                   is_transactional=True) == build_batch(
             rows, compression=codec, producer_id=5, producer_epoch=1, base_sequence=9, is_transactional=True)
 
 
@@ -85,11 +86,11 @@ def test_encode_records_strings_slices_and_no_keys(large: bool) -> None:
     keys = pa.array([f"k{i}" if i % 3 else None for i in range(100)], typ).slice(10, 50)
     values = pa.array(["é" * i for i in range(100)], typ).slice(10, 50)
     expect = [(5, f"k{i}".encode() if i % 3 else None, ("é" * i).encode(), None) for i in range(10, 60)]
-    assert rb.build_batch_encoded(encode_records(keys, values, 5)) == rb.build_batch(expect)
+    assert build_batch_encoded(encode_records(keys, values, 5)) == build_batch(expect)
     no_keys = [(5, None, v, None) for _, _, v, _ in expect]
-    assert rb.build_batch_encoded(encode_records(None, values, 5)) == rb.build_batch(no_keys)
+    assert build_batch_encoded(encode_records(None, values, 5)) == build_batch(no_keys)
     # The bytes decode back to the same rows.
-    t = decode_fetch(rb.build_batch_encoded(encode_records(keys, values, 5)), "t", 0, 0, 100).batch.to_pydict()
+    t = decode_fetch(build_batch_encoded(encode_records(keys, values, 5)), "t", 0, 0, 100).batch.to_pydict()
     assert t["key"] == [k for _, k, _, _ in expect] and t["value"] == [v for _, _, v, _ in expect]
 
 
@@ -99,5 +100,5 @@ def test_encode_records_null_slots_owning_bytes_are_left_out() -> None:
     data = pa.py_buffer(b"aaXXXbb")
     validity = pa.array([True, False, True]).buffers()[1]
     values = pa.Array.from_buffers(pa.binary(), 3, [validity, offsets.buffers()[1], data], null_count=1)
-    assert rb.build_batch_encoded(encode_records(None, values, 1)) == rb.build_batch(
+    assert build_batch_encoded(encode_records(None, values, 1)) == build_batch(
         [(1, None, b"aa", None), (1, None, None, None), (1, None, b"bb", None)])

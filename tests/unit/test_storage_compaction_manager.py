@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import build_batch
 from shoal.storage import LogConfig, LogManager, PartitionLog
 
 T0 = 1_700_000_000_000
@@ -12,7 +13,7 @@ DAY = 86_400_000
 
 
 def keyed(pairs: list[tuple[bytes | None, bytes | None]], ts: int = T0, codec: int = 0) -> bytearray:
-    return bytearray(rb.build_batch([(ts, k, v, None) for k, v in pairs], compression=codec))
+    return bytearray(build_batch([(ts, k, v, None) for k, v in pairs], compression=codec))
 
 
 def records(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -108,7 +109,7 @@ def test_compaction_of_committed_transaction_and_its_marker(tmp_path: Path) -> N
     cfg = LogConfig(cleanup_policy="compact", segment_bytes=300, delete_retention_ms=60_000)
     log = PartitionLog(tmp_path / "c-0", cfg, now_ms=T0)
     txn = bytearray(
-        rb.build_batch(
+        build_batch(
             [(T0, b"k", b"txn", None)],
             producer_id=3,
             producer_epoch=0,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from shoal.protocol import record_batch as rb
+from shoal.protocol.record_encode import _assemble, build_batch
 from shoal.storage import InvalidConfigError, LogConfig, OffsetOutOfRangeError, PartitionLog
 from shoal.storage.log import CLEAN_SHUTDOWN_FILE
 
@@ -16,7 +17,7 @@ T0 = 1_700_000_000_000
 
 def batch(n: int, ts: int = T0, *, key: bytes | None = b"k", size: int = 10, codec: int = 0) -> bytearray:
     return bytearray(
-        rb.build_batch(
+        build_batch(
             [(ts + i, key, bytes([65 + i % 26]) * size, None) for i in range(n)], compression=codec
         )
     )
@@ -77,12 +78,12 @@ def test_log_append_time(tmp_path: Path) -> None:
 
 def test_append_without_assigning_offsets(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path / "t-0", LogConfig(), now_ms=T0)
-    b = bytearray(rb.build_batch([(T0, b"a", b"1", None)], base_offset=10))
+    b = bytearray(build_batch([(T0, b"a", b"1", None)], base_offset=10))
     log.append(b, T0, assign_offsets=False)
     assert log.log_end_offset == 11
     with pytest.raises(ValueError):
         log.append(
-            bytearray(rb.build_batch([(T0, b"a", b"1", None)], base_offset=5)), T0, assign_offsets=False
+            bytearray(build_batch([(T0, b"a", b"1", None)], base_offset=5)), T0, assign_offsets=False
         )
     log.close()
 
@@ -169,7 +170,7 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     # record i has timestamp T0 + 10*i, 4 records per batch, compressed
     for b in range(40):
         recs = [(T0 + 10 * (b * 4 + j), b"k", b"x" * 40, None) for j in range(4)]
-        log.append(bytearray(rb.build_batch(recs, compression=1)), T0)
+        log.append(bytearray(build_batch(recs, compression=1)), T0)
     assert len(log.segments) > 3
     for target in (T0 - 100, T0, T0 + 1, T0 + 10 * 37, T0 + 10 * 37 + 5, T0 + 10 * 159):
         expected_i = max(0, -(-(target - T0) // 10))
@@ -184,7 +185,7 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
 def test_offset_for_timestamp_out_of_order_timestamps(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path / "t-0", LogConfig(index_interval_bytes=1), now_ms=T0)
     for ts in (100, 300, 200, 250, 400):
-        log.append(bytearray(rb.build_batch([(ts, None, b"v", None)])), T0)
+        log.append(bytearray(build_batch([(ts, None, b"v", None)])), T0)
     assert log.offset_for_timestamp(150) == (1, 300)
     assert log.offset_for_timestamp(201) == (1, 300)
     assert log.offset_for_timestamp(350) == (4, 400)
@@ -420,9 +421,9 @@ def test_offset_for_timestamp_survives_unparsable_records(tmp_path: Path) -> Non
     compressed records do not parse: timestamp lookups answer at batch granularity, not fail."""
     log = PartitionLog(tmp_path / "t-0", LogConfig(), now_ms=T0)
     log.append(batch(2, ts=T0), T0)
-    bad = rb._assemble(b"\x00garbage" * 4, count=3, base_offset=0, last_offset_delta=2, base_timestamp=T0 + 100,
-                       max_timestamp=T0 + 102, attributes=4, producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                       partition_leader_epoch=-1)
+    bad = _assemble(b"\x00garbage" * 4, count=3, base_offset=0, last_offset_delta=2, base_timestamp=T0 + 100,
+                    max_timestamp=T0 + 102, attributes=4, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                    partition_leader_epoch=-1)
     log.append(bytearray(bad), T0)
     log.append(batch(1, ts=T0 + 200), T0)
     assert log.offset_for_timestamp(T0 + 101) == (2, T0 + 102)

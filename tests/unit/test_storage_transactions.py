@@ -11,6 +11,7 @@ import pytest
 
 from shoal.protocol import record_batch as rb
 from shoal.protocol.errors import ErrorCode
+from shoal.protocol.record_encode import build_batch
 from shoal.storage import LogConfig, PartitionLog
 from shoal.storage.producer_state import (
     AppendOrigin,
@@ -28,12 +29,12 @@ T0 = 1_700_000_000_000
 
 def pbatch(pid: int, epoch: int, seq: int, n: int = 1, *, txn: bool = False, value: bytes = b"v",
            ts: int = T0) -> bytearray:
-    return bytearray(rb.build_batch([(ts, None, value + b"-%d" % i, None) for i in range(n)], producer_id=pid,
-                                    producer_epoch=epoch, base_sequence=seq, is_transactional=txn))
+    return bytearray(build_batch([(ts, None, value + b"-%d" % i, None) for i in range(n)], producer_id=pid,
+                                 producer_epoch=epoch, base_sequence=seq, is_transactional=txn))
 
 
 def plain(n: int = 1, value: bytes = b"p") -> bytearray:
-    return bytearray(rb.build_batch([(T0, None, value + b"-%d" % i, None) for i in range(n)]))
+    return bytearray(build_batch([(T0, None, value + b"-%d" % i, None) for i in range(n)]))
 
 
 def open_log(path: Path, **cfg) -> PartitionLog:
@@ -312,8 +313,8 @@ def test_producer_expiry_spares_open_transactions(tmp_path: Path) -> None:
 
 
 def keyed(key: bytes, value: bytes | None, pid: int = -1, seq: int = -1, txn: bool = False) -> bytearray:
-    return bytearray(rb.build_batch([(T0, key, value, None)], producer_id=pid, producer_epoch=0,
-                                    base_sequence=seq, is_transactional=txn))
+    return bytearray(build_batch([(T0, key, value, None)], producer_id=pid, producer_epoch=0,
+                                 base_sequence=seq, is_transactional=txn))
 
 
 def _values(log: PartitionLog) -> list[tuple[bytes, bytes | None]]:

@@ -13,7 +13,7 @@ from shoal.coordinator.group.records import (
     offset_commit_record,
 )
 from shoal.protocol.generated.group_metadata_value import GroupMetadataValue
-from shoal.protocol.record_batch import build_batch, build_control_batch
+from shoal.protocol.record_encode import build_batch, build_control_batch
 from shoal.tools.groups import (
     GroupDescription,
     MemberInfo,

@@ -12,7 +12,6 @@ from shoal.coordinator.group.runtime import GroupCoordinatorRuntime
 from shoal.coordinator.txn.runtime import TransactionCoordinatorRuntime
 from shoal.coordinator.txn.shard import TxnConfig
 from shoal.coordinator.txn.state import TxnState
-from shoal.protocol import record_batch as rb
 from shoal.protocol.errors import ErrorCode as E
 from shoal.protocol.generated.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from shoal.protocol.generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
@@ -21,6 +20,7 @@ from shoal.protocol.generated.init_producer_id_request import InitProducerIdRequ
 from shoal.protocol.generated.offset_commit_request import OffsetCommitRequest
 from shoal.protocol.generated.offset_fetch_request import OffsetFetchRequest
 from shoal.protocol.generated.txn_offset_commit_request import TxnOffsetCommitRequest
+from shoal.protocol.record_encode import build_batch
 from shoal.storage.config import LogConfig
 from shoal.storage.manager import LogManager
 from shoal.storage.producer_state import ProducerStateError
@@ -82,8 +82,8 @@ class Cluster:
         assert r.error_code == 0
 
     def produce(self, pid: int, epoch: int, seq: int, value: bytes) -> None:
-        batch = bytearray(rb.build_batch([(0, None, value, None)], producer_id=pid, producer_epoch=epoch,
-                                         base_sequence=seq, is_transactional=True))
+        batch = bytearray(build_batch([(0, None, value, None)], producer_id=pid, producer_epoch=epoch,
+                                      base_sequence=seq, is_transactional=True))
         self.lm.get_or_create(*DATA).append(batch, 0)
 
     async def txn_commit_offset(self, pid: int, epoch: int, offset: int, tid: str = "tx") -> None:

@@ -23,15 +23,9 @@ from shoal.protocol.errors import ErrorCode, error_code_of
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.produce_response import ProduceResponse
 from shoal.protocol.legacy_records import parse_message_set
-from shoal.protocol.record_batch import (
-    BatchHeader,
-    InvalidRecordError,
-    RecordBatchError,
-    RecordError,
-    build_batch,
-    validate_batches,
-    validate_records,
-)
+from shoal.protocol.record_batch import BatchHeader, InvalidRecordError, RecordBatchError, validate_batches
+from shoal.protocol.record_checks import RecordError, validate_records
+from shoal.protocol.record_encode import build_batch
 from shoal.storage.producer_state import AppendOrigin, ProducerStateError
 
 if TYPE_CHECKING:
