@@ -409,6 +409,7 @@ def _unstick_kafka_python_join(consumer: Any) -> None:
 
 def _run_kafka_python(spec: dict[str, Any], out: _Out) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+    from kafka.errors import KafkaConnectionError
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked: Any) -> None:
@@ -425,7 +426,14 @@ def _run_kafka_python(spec: dict[str, Any], out: _Out) -> None:
     total = 0
     try:
         while not out.stop:
-            polled = consumer.poll(timeout_ms=200, max_records=_batch_size(spec, total))
+            try:
+                polled = consumer.poll(timeout_ms=200, max_records=_batch_size(spec, total))
+            except KafkaConnectionError as e:
+                # kafka-python 3 raises from poll when its coordinator lookup finds no broker to connect to
+                # (a broker restarting): an application polls again, as the other clients do by themselves
+                out.emit(ev="error", name="KafkaConnectionError", text=str(e))
+                time.sleep(0.2)
+                continue
             _unstick_kafka_python_join(consumer)
             last = _note_assignment(out, consumer.assignment(), last)
             batch = _note_records(out, polled)

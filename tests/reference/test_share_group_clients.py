@@ -168,7 +168,10 @@ def _assert_redelivered(client: str, survivor: Member, held: dict[str, Any]) -> 
     got = survivor.of("rec")
     assert sorted(e["v"] for e in got) == sorted(held), share_summary(survivor)
     dcs = [e.get("dc") for e in got]  # both clients report it (Java's deliveryCount(), librdkafka's delivery_count())
-    assert dcs == [2] * len(got), dcs
+    # 2: the victim's delivery, then the survivor's. On a loaded machine a lock has expired once more before the
+    # client handed the records to its application (a CI run saw 3 on every record, the survivor's only delivery):
+    # the count may be higher, never lower, and each record still reaches the survivor's application once.
+    assert all(isinstance(dc, int) and dc >= 2 for dc in dcs), dcs
     assert_clean([survivor])
     return dcs
 
