@@ -13,12 +13,14 @@ from shoal.protocol.record_batch import (
     CONTROL_ABORT,
     CONTROL_MASK,
     TRANSACTIONAL_MASK,
+    CorruptRecordError,
+    compute_crc,
     control_type,
     iter_batches,
 )
 
 from .cluster import cancel_and_wait
-from .errors import KafkaConnectionError, KafkaTimeoutError, error_for
+from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from .protocol import request_class
 from .records import FetchedBatch, RecordList
 from .structs import TopicPartition, by_topic
@@ -48,13 +50,17 @@ class CompletedFetch:
     data; as Kafka's client does, a producer's batches are dropped from its
     aborted transaction's first offset until its ABORT marker.
 
+    A batch that fails its CRC (``check.crcs``) or cannot be read ends the data: the records
+    before it are handed out, then ``corrupt`` is raised by ``poll`` with the position left at
+    the batch, until the application seeks past it (as Kafka's client does).
+
     Only the batch headers are read here (one struct unpack a batch); ``take`` hands out
     records as :class:`RecordList` pieces, and a batch's records are decoded when the
     application first looks at them (see records.py).
     """
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, data: Any,
-                 aborted: list[tuple[int, int]] | None = None) -> None:
+                 aborted: list[tuple[int, int]] | None = None, check_crcs: bool = True) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.next_offset = fetch_offset
@@ -68,21 +74,36 @@ class CompletedFetch:
         # read_committed); None: unknown.
         self.available_to: int | None = None
         self.drained = False
-        self._scan(data, sorted(aborted) if aborted else [])
+        self.corrupt: KafkaError | None = None  # CORRUPT_MESSAGE, as Kafka's CorruptRecordException
+        self._scan(data, sorted(aborted) if aborted else [], check_crcs)
 
-    def _scan(self, data: Any, pending: list[tuple[int, int]]) -> None:
+    def _scan(self, data: Any, pending: list[tuple[int, int]], check_crcs: bool) -> None:
         tp = self.tp
         fetch_offset = self.fetch_offset
         aborted_pids: set[int] = set()
         i = 0
         prev_end = fetch_offset
-        for h in iter_batches(data):
+        batches = iter_batches(data)
+        while True:
+            try:
+                h = next(batches, None)
+            except CorruptRecordError as e:  # an unreadable header: nothing after it can be found
+                self.corrupt = error_for(ErrorCode.CORRUPT_MESSAGE,
+                                         f"{tp.topic}-{tp.partition} at offset {prev_end}: {e}")
+                break
+            if h is None:
+                break
             last = h.base_offset + h.last_offset_delta
             while i < len(pending) and pending[i][0] <= last:
                 aborted_pids.add(pending[i][1])
                 i += 1
             if last < fetch_offset:
                 continue
+            if check_crcs and compute_crc(data, h.position, h.size) != h.crc:
+                self.corrupt = error_for(
+                    ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: the batch at offset {h.base_offset} "
+                    "fails its CRC check (seek past it to go on)")
+                break
             attrs = h.attributes
             control = attrs & CONTROL_MASK
             skip = False
@@ -121,6 +142,10 @@ class CompletedFetch:
         self._look_ahead()
         return out
 
+    def at_corrupt_batch(self) -> bool:
+        """Every record before the corrupt batch is handed out: the next is the batch itself."""
+        return self._seg >= len(self._segments)
+
     def _look_ahead(self) -> None:
         """Move past batches without records left, so that a fetch whose remaining batches hold
         no records counts as drained (and its position moves past them)."""
@@ -132,7 +157,7 @@ class CompletedFetch:
                 return
             self._seg += 1
         self.next_offset = max(self.next_offset, self.end_offset)
-        self.drained = True
+        self.drained = self.corrupt is None  # a corrupt batch stays, for poll to raise at its offset
 
 
 class FetchBuffer:
@@ -185,6 +210,13 @@ class FetchBuffer:
                 continue
             if st.position != cf.next_offset:
                 continue  # stale: the application seeked away
+            if cf.corrupt is not None and cf.at_corrupt_batch():
+                kept.append(cf)
+                if out:  # the records before it first; the next poll raises
+                    break
+                kept.extend(self._fetches)
+                self._fetches = kept
+                raise cf.corrupt
             recs = cf.take(remaining)
             st.position = cf.next_offset
             if recs:
@@ -226,7 +258,7 @@ class Fetcher:
         if len(buffered) >= MAX_BUFFERED_FETCHES:
             return None
         last = buffered[-1]
-        if last.end_offset <= last.fetch_offset:
+        if last.end_offset <= last.fetch_offset or last.corrupt is not None:
             return None
         if last.available_to is not None and last.end_offset >= last.available_to:
             # It reached the end of the log: a fetch now would wait at the broker (fetch.max.wait.ms),
@@ -333,7 +365,7 @@ class Fetcher:
                     data = p.records
                     if data is not None and len(data) > 0:
                         aborted = [(a.first_offset, a.producer_id) for a in p.aborted_transactions or ()]
-                        cf = CompletedFetch(tp, offset, data, aborted)
+                        cf = CompletedFetch(tp, offset, data, aborted, self.config.get("check.crcs", True))
                         lso = p.last_stable_offset
                         cf.available_to = lso if self.isolation and lso >= 0 else p.high_watermark
                         self.buffer.add(cf)

@@ -442,3 +442,46 @@ def test_sync_send_from_many_threads_with_small_buffer(broker: ShoalProcess, adm
     for t in range(threads):
         mine = [r.value.split(b"-")[1] for r in got if r.key == b"thread-%d" % t]
         assert mine == [b"%d" % i for i in range(per_thread)]
+
+
+def test_a_corrupted_batch_on_disk_is_raised_at_its_offset_and_can_be_seeked_past(
+        broker: ShoalProcess, admin: AdminClient) -> None:
+    """A byte flipped in a stored batch (the broker serves its log as it is): poll hands out the records
+    before it, then raises CORRUPT_MESSAGE with the position left at the batch, as Kafka's client does
+    (check.crcs); a seek past it goes on."""
+    from shoal.protocol.record_batch import iter_batches
+
+    topic = new_topic(admin, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    try:
+        for b in range(3):  # three batches of 5 records
+            for i in range(5):
+                p.send(topic, b"v%d" % (b * 5 + i), partition=0)
+            p.flush(20)
+    finally:
+        p.close()
+    log = broker.data_dir / f"{topic}-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    heads = list(iter_batches(bytes(data)))
+    assert len(heads) >= 3 and sum(h.records_count for h in heads) == 15  # (the producer's batching decides)
+    bad = heads[1]
+    start, after = bad.base_offset, bad.base_offset + bad.last_offset_delta + 1
+    data[bad.position + bad.size - 1] ^= 0xFF  # the second batch's last value byte
+    log.write_bytes(bytes(data))
+    tp = TopicPartition(topic, 0)
+    c = Consumer({"bootstrap.servers": broker.bootstrap})
+    try:
+        c.assign([tp])
+        c.seek(tp, 0)
+        got = drain(c, start)
+        assert [r.offset for r in got] == list(range(start))
+        with pytest.raises(KafkaError, match=f"offset {start} fails its CRC") as e:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                assert not c.poll(200), "records past the corrupt batch"
+        assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+        assert c.position(tp) == start
+        c.seek(tp, after)
+        assert [r.value for r in drain(c, 15 - after)] == [b"v%d" % i for i in range(after, 15)]
+    finally:
+        c.close()

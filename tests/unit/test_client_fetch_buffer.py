@@ -113,3 +113,74 @@ def test_partial_trailing_batch_is_ignored() -> None:
     got = buf.collect(s, 100)
     assert [r.offset for r in got[TP0]] == list(range(10))
     assert s.state(TP0).position == 10
+
+
+def _corrupt_second_batch(data: bytes) -> bytes:
+    """Flip one byte inside the second batch's records (its CRC no longer matches)."""
+    from shoal.protocol.record_batch import iter_batches
+
+    second = list(iter_batches(data))[1]
+    out = bytearray(data)
+    out[second.position + second.size - 2] ^= 0xFF
+    return bytes(out)
+
+
+def test_a_batch_failing_its_crc_is_raised_at_its_offset_until_seeked_past() -> None:
+    import pytest
+
+    from shoal.client import KafkaError
+
+    s = subs_for(TP0)
+    buf = FetchBuffer()
+    buf.add(CompletedFetch(TP0, 0, _corrupt_second_batch(batches(0, 30))))
+    got = buf.collect(s, 100)  # the records before the corrupt batch first
+    assert [r.offset for r in got[TP0]] == list(range(10))
+    for _ in range(2):  # then poll raises, and again, with the position at the batch
+        with pytest.raises(KafkaError, match="offset 10 fails its CRC"):
+            buf.collect(s, 100)
+        assert s.state(TP0).position == 10
+    s.seek(TP0, 20)  # past it: the fetch is stale and goes
+    assert buf.collect(s, 100) == {}
+    assert len(buf) == 0
+
+
+def test_a_corrupt_partition_does_not_hold_back_another_partitions_records() -> None:
+    import pytest
+
+    from shoal.client import KafkaError
+
+    s = subs_for(TP0, TP1)
+    buf = FetchBuffer()
+    buf.add(CompletedFetch(TP0, 0, _corrupt_second_batch(batches(0, 20))))
+    buf.add(CompletedFetch(TP1, 0, batches(0, 20)))
+    got = buf.collect(s, 100)  # TP0 stops before its corrupt batch; TP1's records come all the same
+    assert [r.offset for r in got[TP0]] == list(range(10))
+    assert [r.offset for r in got[TP1]] == list(range(20))
+    with pytest.raises(KafkaError):
+        buf.collect(s, 100)
+    assert s.state(TP0).position == 10 and s.state(TP1).position == 20
+
+
+def test_check_crcs_false_hands_the_records_out() -> None:
+    s = subs_for(TP0)
+    buf = FetchBuffer()
+    buf.add(CompletedFetch(TP0, 0, _corrupt_second_batch(batches(0, 30)), check_crcs=False))
+    got = buf.collect(s, 100)
+    assert len(got[TP0]) == 30 and s.state(TP0).position == 30
+
+
+def test_an_unreadable_batch_header_ends_the_data_where_it_is() -> None:
+    import pytest
+
+    from shoal.client import KafkaError
+    from shoal.protocol.record_batch import MAGIC_OFFSET
+
+    data = bytearray(batches(0, 20))
+    data[len(batches(0, 10)) + MAGIC_OFFSET] = 7  # the second batch's magic byte
+    s = subs_for(TP0)
+    buf = FetchBuffer()
+    buf.add(CompletedFetch(TP0, 0, bytes(data)))  # building the fetch does not raise
+    assert [r.offset for r in buf.collect(s, 100)[TP0]] == list(range(10))
+    with pytest.raises(KafkaError):
+        buf.collect(s, 100)
+    assert s.state(TP0).position == 10
