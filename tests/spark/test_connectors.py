@@ -51,8 +51,9 @@ def connector_jars() -> list[str]:
 def prepare(bootstrap: str) -> None:
     """The same input on each broker: explicit partitions, timestamps and headers; one aborted transaction.
 
-    The records carry timestamps from 2023: under the default retention.ms (7 days) Kafka's retention check
-    (every 5 minutes) deletes them whenever it runs during the test, so every topic keeps its records."""
+    The records carry timestamps from 2023: under the default retention.ms (7 days) a retention check deletes
+    them (the Spark tests' shoal broker checks every 200 ms; a CI run lost conn-data that way), so every topic
+    keeps its records."""
     keep = {"retention.ms": "-1"}
     create_topic(bootstrap, "conn-data", 2, keep)
     for fmt in ("kafka", "shoal"):
