@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from shoal.testing.process import BrokerProcess
-from tests.reference.apache_kafka import KafkaCluster
+from tests.reference.apache_kafka import KafkaCluster, fetch
+from tests.reference.tools_helpers import compile_tool_runner
 
 KAFKA_FIXTURES = {"kafka_broker", "kafka39_broker", "either_broker", "kafka_factory"}
 
@@ -67,6 +68,14 @@ def _kafka(tmp_path_factory: pytest.TempPathFactory, line: str, nodes: int = 1) 
         yield cluster
     finally:
         cluster.stop()  # the folder stays with pytest's temporary files: the logs outlive a failure
+
+
+@pytest.fixture(scope="session")
+def tool_runner(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Kafka 4's jars, and ToolRunner.java compiled against them: ``ToolSession(*tool_runner, workdir)`` runs
+    Kafka's tools one after another in one JVM (tests/reference/tools_helpers.py)."""
+    _, lib = fetch("4")
+    return lib, compile_tool_runner(lib, tmp_path_factory.mktemp("tool-runner"))
 
 
 @pytest.fixture(scope="session")

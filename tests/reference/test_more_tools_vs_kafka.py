@@ -30,8 +30,7 @@ from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.reference.apache_kafka import fetch
-from tests.reference.tools_helpers import Step, ToolSession, assert_same, compile_tool_runner, normalise
+from tests.reference.tools_helpers import Step, ToolSession, assert_same, normalise
 
 pytestmark = [pytest.mark.reference, pytest.mark.timeout(300)]
 
@@ -147,13 +146,6 @@ def on_both(brokers: list[Broker], scenario: Callable[[Broker], None]) -> dict[s
     return {b.kind: b.steps for b in brokers}
 
 
-@pytest.fixture(scope="module")
-def tools(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Kafka 4's jars, and ToolRunner compiled against them."""
-    _, lib = fetch("4")
-    return lib, compile_tool_runner(lib, tmp_path_factory.mktemp("tool-runner"))
-
-
 def _one_node(shoal_reference, kafka_broker, tools: tuple[Path, Path], tmp_path: Path) -> list[Broker]:
     # shoal's session broker is node 0, Kafka's node 1: the tools that print the id show it as <node>
     return [Broker("shoal", shoal_reference.bootstrap_servers, tools, [str(shoal_reference.data_dir)], tmp_path,
@@ -175,7 +167,7 @@ def _produce_with_times(bs: str, topic: str) -> None:
     assert p.flush(15) == 0
 
 
-def test_get_offsets_delete_records_log_dirs_leader_election(shoal_reference, kafka_broker, tools, tmp_path):
+def test_get_offsets_delete_records_log_dirs_leader_election(shoal_reference, kafka_broker, tool_runner, tmp_path):
     """kafka-get-offsets (every --time, partition filters, errors), kafka-delete-records (a delete, the high
     watermark, beyond it, below the low watermark, a duplicate), kafka-log-dirs --describe and
     kafka-leader-election on one node."""
@@ -211,7 +203,7 @@ def test_get_offsets_delete_records_log_dirs_leader_election(shoal_reference, ka
             "partitions": [{"topic": t, "partition": 0}, {"topic": t, "partition": 9},
                            {"topic": f"{t}-nope", "partition": 0}]}))
 
-    results = on_both(_one_node(shoal_reference, kafka_broker, tools, tmp_path), scenario)
+    results = on_both(_one_node(shoal_reference, kafka_broker, tool_runner, tmp_path), scenario)
     for steps in results.values():
         for i, (rc, out, err) in enumerate(steps):
             if out.startswith("Querying brokers for log directories"):
@@ -243,7 +235,7 @@ def _sorted_rows(out: str) -> str:
                      if b)
 
 
-def test_consumer_groups_reset_and_delete(shoal_reference, kafka_broker, tools, tmp_path):
+def test_consumer_groups_reset_and_delete(shoal_reference, kafka_broker, tool_runner, tmp_path):
     """kafka-consumer-groups --reset-offsets: each of --to-earliest, --to-latest, --to-offset, --shift-by (both
     ways, past either end), --to-datetime, --by-duration, --to-current, --from-file, dry run and --execute, on a
     topic, a partition and all topics, of an inactive group, a group that does not exist yet and a group with a
@@ -313,7 +305,7 @@ def test_consumer_groups_reset_and_delete(shoal_reference, kafka_broker, tools, 
         b.run(CONSUMER_GROUPS, "--delete", "--group", g, "--group", f"{t}-nobody")
         b.run(CONSUMER_GROUPS, "--describe", "--group", g)
 
-    results = on_both(_one_node(shoal_reference, kafka_broker, tools, tmp_path), scenario)
+    results = on_both(_one_node(shoal_reference, kafka_broker, tool_runner, tmp_path), scenario)
     for steps in results.values():  # the tables' rows follow the group's offsets map: an order of its own
         steps[:] = [(rc, _sorted_rows(out), err) for rc, out, err in steps]
     # describing a group that is gone: DescribeGroups v6 (KIP-1043) answers GROUP_ID_NOT_FOUND on both
@@ -340,7 +332,7 @@ def _offsets_total(out: str) -> str:
     return str(sum(int(line.rsplit(":", 1)[1]) for line in out.splitlines()))
 
 
-def test_perf_tools(shoal_reference, kafka_broker, tools, tmp_path):
+def test_perf_tools(shoal_reference, kafka_broker, tool_runner, tmp_path):
     """kafka-producer-perf-test (plain, and transactional) and kafka-consumer-perf-test complete with the same
     record counts; speeds, latencies and times are the brokers' own and are not compared."""
     t = f"pf-{uuid.uuid4().hex[:8]}"
@@ -358,7 +350,7 @@ def test_perf_tools(shoal_reference, kafka_broker, tools, tmp_path):
               "--command-property", "isolation.level=read_committed", post=_consumer_perf)
         b.run(GET_OFFSETS, "--topic", t, post=_offsets_total)
 
-    assert_same(on_both(_one_node(shoal_reference, kafka_broker, tools, tmp_path), scenario))
+    assert_same(on_both(_one_node(shoal_reference, kafka_broker, tool_runner, tmp_path), scenario))
 
 
 # -- three nodes: kafka-reassign-partitions and kafka-leader-election --------------------------------------
@@ -390,12 +382,12 @@ def _three_nodes(shoal_brokers, kafka_factory, tools: tuple[Path, Path], tmp_pat
                    tmp_path)]
 
 
-def test_reassign_partitions_and_leader_election_three_nodes(shoal_brokers, kafka_factory, tools, tmp_path):
+def test_reassign_partitions_and_leader_election_three_nodes(shoal_brokers, kafka_factory, tool_runner, tmp_path):
     """kafka-reassign-partitions --generate / --execute (with and without throttles) / --verify (keeping and
     clearing throttles) / --list / --cancel and its refusals, kafka-leader-election after a reassignment that
     changed the preferred leader, and kafka-log-dirs on three nodes."""
     t = f"ra-{uuid.uuid4().hex[:8]}"
-    brokers = _three_nodes(shoal_brokers, kafka_factory, tools, tmp_path)
+    brokers = _three_nodes(shoal_brokers, kafka_factory, tool_runner, tmp_path)
 
     def verify(b: Broker, plan: str, *more: str) -> None:
         """--verify until the reassignment is complete (Kafka copies the replicas; shoal has nothing to copy).

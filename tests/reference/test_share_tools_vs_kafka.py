@@ -28,9 +28,9 @@ import pytest
 
 from shoal.testing.process import BrokerProcess
 from tests.interop.test_cli_share_groups import SHARE_OVERRIDES, create_share_group
-from tests.reference.apache_kafka import KafkaCluster, fetch
+from tests.reference.apache_kafka import KafkaCluster
 from tests.reference.fixtures import COMMON_PROPERTIES
-from tests.reference.tools_helpers import ToolSession, compile_tool_runner
+from tests.reference.tools_helpers import ToolSession
 
 pytestmark = [pytest.mark.reference, pytest.mark.timeout(420)]
 
@@ -68,15 +68,9 @@ def _clean_stderr(text: str, usage: bool) -> str:
                      for ln in lines)
 
 
-@pytest.fixture(scope="module")
-def tools(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Kafka 4's jars, and ToolRunner compiled against them."""
-    _, lib = fetch("4")
-    return lib, compile_tool_runner(lib, tmp_path_factory.mktemp("tool-runner"))
-
-
-def test_share_group_command_vs_kafka(brokers: dict[str, Any], tools: tuple[Path, Path], tmp_path: Path) -> None:
-    with ToolSession(*tools, tmp_path / "runs") as session:
+def test_share_group_command_vs_kafka(brokers: dict[str, Any], tool_runner: tuple[Path, Path],
+                                      tmp_path: Path) -> None:
+    with ToolSession(*tool_runner, tmp_path / "runs") as session:
         _compare(brokers, session)
 
 

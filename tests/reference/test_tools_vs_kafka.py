@@ -23,7 +23,6 @@ from tests.reference.tools_helpers import (
     Step,
     ToolSession,
     assert_same,
-    compile_tool_runner,
     hide,
     mask_cell,
     normalise,
@@ -262,7 +261,7 @@ def _consumer_protocol_group(bs: str, topic: str, group: str, timeout: float = 3
     return consumers
 
 
-def test_consumer_protocol_group_tool(shoal_reference, kafka_broker, tmp_path):
+def test_consumer_protocol_group_tool(shoal_reference, kafka_broker, tool_runner, tmp_path):
     """A KIP-848 group: on each broker, shoal's `groups list --type` and `groups describe --offsets |
     --members | --state [--verbose]` print exactly what Kafka's ConsumerGroupCommand prints for the same
     state (Kafka's tool against shoal too); then shoal's tool on shoal and on Kafka agree on what is
@@ -274,12 +273,8 @@ def test_consumer_protocol_group_tool(shoal_reference, kafka_broker, tmp_path):
              ["--describe", "--group", g, "--state"], ["--describe", "--group", g, "--state", "--verbose"]]
     ours: dict[str, list[str]] = {}
     # Kafka's tool runs in one JVM, run after run (ToolRunner): a JVM start per run is seconds of CPU
-    session = ToolSession(kafka_broker.lib, compile_tool_runner(kafka_broker.lib, tmp_path / "tool-runner"),
-                          tmp_path / "runs")
-    try:
+    with ToolSession(*tool_runner, tmp_path / "runs") as session:
         _consumer_protocol_views(shoal_reference, kafka_broker, session, t, g, views, ours)
-    finally:
-        session.close()
     for kind, outputs in ours.items():
         shown = []
         for args, text in zip([["list"], ["list"], *views], outputs, strict=True):
@@ -366,7 +361,7 @@ def _config_error(text: str) -> str:
     return re.sub(r"^shoal configs \w+: error: ", "", first)
 
 
-def test_acls_and_scram_users_vs_kafka_tools(kafka_factory, tmp_path):
+def test_acls_and_scram_users_vs_kafka_tools(kafka_factory, tool_runner, tmp_path):
     """Kafka's AclCommand and ConfigCommand (users' SCRAM credentials, client quotas) and shoal's `acls` /
     `configs --entity-type users|clients|ips`, each run on shoal and on Kafka (both with the
     StandardAuthorizer): the four outputs of each step agree (entry order aside; only the first line of a
@@ -467,12 +462,10 @@ def test_acls_and_scram_users_vs_kafka_tools(kafka_factory, tmp_path):
     props = {**COMMON_PROPERTIES, **AUTHORIZER_PROPERTIES}
     outputs: dict[str, list[tuple[int, object, str]]] = {}
     kafkas = [kafka, kafka_factory(overrides=AUTHORIZER_PROPERTIES)]
-    assert kafka.lib is not None
-    runner = compile_tool_runner(kafka.lib, tmp_path / "tool-runner")
     # Kafka's tools run one after another in one JVM (ToolRunner): a JVM start per run made this test minutes long
     with EmbeddedBroker(properties=props, data_dir=tmp_path / "s1") as shoal1, \
             EmbeddedBroker(properties=props, data_dir=tmp_path / "s2") as shoal2, \
-            ToolSession(kafka.lib, runner, tmp_path / "runs") as session:
+            ToolSession(*tool_runner, tmp_path / "runs") as session:
         # each (tool, broker) pair on a fresh broker: the steps change what the broker holds
         for tool_kind, broker_kind, bs in (("kafka", "kafka", kafkas[0].bootstrap_servers),
                                            ("shoal", "kafka", kafkas[1].bootstrap_servers),
