@@ -13,7 +13,7 @@ import asyncio
 import base64
 import logging
 
-from shoal import entropy
+from shoal import entropy, fileio
 from shoal.broker.apis import ApiRegistry
 from shoal.broker.config import PASSIVE_DYNAMIC_BROKER_DEFAULTS, BrokerConfig, ConfigError, parse_properties
 from shoal.broker.connection import RequestMemory, ResponseMemory
@@ -111,8 +111,8 @@ class Broker:
             if stored:
                 return stored
         cid = configured or _new_cluster_id()
-        meta.write_text(f"# written by shoal\nversion=1\ncluster.id={cid}\n"
-                        f"node.id={self.config.node_id}\n")
+        fileio.replace_file(meta, f"# written by shoal\nversion=1\ncluster.id={cid}\n"
+                                  f"node.id={self.config.node_id}\n".encode(), fsync=True)
         return cid
 
     # -- lifecycle ---------------------------------------------------------

@@ -26,6 +26,7 @@ from shoal.coordinator.partitioning import partition_for
 from shoal.coordinator.txn.runtime import TransactionCoordinatorRuntime
 from shoal.coordinator.txn.shard import TxnConfig
 from shoal.protocol.errors import ErrorCode
+from shoal.storage.errors import StorageError
 from shoal.storage.producer_state import ProducerStateError
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ class TxnCoordinators(NodeCoordinators):
         plog = broker.partition_log(topic, partition)
         try:
             plog.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, now_ms())
-        except ProducerStateError as e:
+        except (ProducerStateError, StorageError) as e:  # StorageError: the disk failed, retried later
             return ErrorCode(e.error_code)
         broker.fetch_waiters.notify(topic, partition)
         return ErrorCode.NONE

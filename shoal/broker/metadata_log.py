@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from shoal.storage.segment import fsync_dir
+from shoal import fileio
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class MetadataLog:
                 self.records += 1
                 yield record
         if good != self.path.stat().st_size:
-            os.truncate(self.path, good)
+            fileio.truncate(self.path, good)
 
     @staticmethod
     def _parse(raw: bytes) -> dict[str, Any] | None:
@@ -89,36 +89,22 @@ class MetadataLog:
         if not lines:
             return
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        data = b"".join(lines)
-        view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+            self._fd = fileio.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        fileio.write_all(self._fd, b"".join(lines))
         if self.fsync:
-            os.fsync(self._fd)
+            fileio.fsync(self._fd)
         self.records += len(lines)
 
     def rewrite(self, records: Iterable[dict[str, Any]]) -> None:
         """Replace the log with ``records`` (a snapshot of the state), atomically."""
-        tmp = self.path.with_suffix(".snapshot.tmp")
-        count = 0
-        with open(tmp, "wb") as f:
-            for r in records:
-                f.write(_line(r))
-                count += 1
-            f.flush()
-            if self.fsync:
-                os.fsync(f.fileno())
+        lines = [_line(r) for r in records]
         self.close()
-        os.replace(tmp, self.path)
-        if self.fsync:
-            fsync_dir(self.path.parent)
-        self.records = count
+        fileio.replace_file(self.path, b"".join(lines), fsync=self.fsync)
+        self.records = len(lines)
 
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            fileio.close(self._fd)
             self._fd = None
 
     def read_legacy(self) -> dict[str, Any] | None:

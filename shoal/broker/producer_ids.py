@@ -7,8 +7,9 @@ restart never reuses an id.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from shoal import fileio
 
 BLOCK_SIZE = 1000
 
@@ -22,9 +23,8 @@ class ProducerIdManager:
     def next_id(self) -> int:
         if self._next >= self._block_end:
             self._block_end = self._next + BLOCK_SIZE
-            tmp = self._path.with_suffix(".tmp")
-            tmp.write_text(str(self._block_end))
-            os.replace(tmp, self._path)
+            # synced: after a power cut an unsynced block end could come back older, or empty
+            fileio.replace_file(self._path, str(self._block_end).encode(), fsync=True)
         pid = self._next
         self._next += 1
         return pid

@@ -8,6 +8,10 @@ Two kinds of crash:
 - ``cluster-restart``: the whole process dies: requests being handled stop where they are, the
   broker is closed, and a new `Broker` recovers everything (metadata, partition logs, producer
   state, coordinators) from the directory it left.
+- ``power-loss``: as a restart, but the machine loses power: nothing the dying process writes
+  lands, and the simulated disk (`shoal.sim.disk`) keeps only what was synced, with a torn or
+  zeroed tail now and then. A failed fsync (the disk's ``fsync-error``) takes its log offline; the
+  cluster is then restarted this way soon after, as an operator would.
 
 Besides crashes, the wall clock now and then steps forward (``clock-jump``), and a node is now
 and then cut off from every client for a while (``network-partition``, in `SimNetwork`).
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     import random
 
     from shoal.broker.config import BrokerConfig
+    from shoal.sim.disk import SimDisk
     from shoal.sim.network import SimNetwork
     from shoal.sim.workload import WorkloadConfig
 
@@ -40,7 +45,9 @@ class SimCluster:
         self.network: SimNetwork | None = None
         self.watchers: list[Callable[[Broker], None]] = []
         self.before_crash: list[Callable[[Broker, list[int]], None]] = []  # told which nodes are about to die
+        self.disk: SimDisk | None = None
         self._busy = asyncio.Lock()  # one crash or restart at a time
+        self._repair: asyncio.Task[None] | None = None  # the restart after a failed fsync
 
     async def start(self) -> None:
         await self.broker.start()
@@ -62,16 +69,25 @@ class SimCluster:
                     await broker.start_node(node_id)
                     network.trace.emit(f"node {node_id} restarted")
 
-    async def restart(self, down_s: float) -> None:
-        """Kill the process and start a new one on the same directory."""
+    async def restart(self, down_s: float, *, power_loss: bool = False, why: str = "") -> None:
+        """Kill the process (with ``power_loss``, the machine) and start a new one on the same
+        directory."""
         network = self.network
         assert network is not None
         async with self._busy:
-            network.trace.fault("cluster-restart", f"every node stops for {down_s:.1f} s")
+            if power_loss:
+                network.trace.fault("power-loss", f"every node loses power for {down_s:.1f} s{why}")
+            else:
+                network.trace.fault("cluster-restart", f"every node stops for {down_s:.1f} s")
             for told in self.before_crash:
                 told(self.broker, list(self.broker.node_ids))
+            disk = self.disk if power_loss else None
+            if disk is not None:
+                disk.power_off()
             await asyncio.gather(*network.kill_all(), return_exceptions=True)
             await self.broker.close()
+            if disk is not None:
+                disk.power_cut()
             try:
                 await asyncio.sleep(down_s)
             finally:  # even when the run ends meanwhile: the final checks need a broker
@@ -91,8 +107,19 @@ class SimCluster:
         loop.jump_wall_clock(ms)
         self.network.trace.fault("clock-jump", f"wall clock +{ms} ms")
 
+    def fsync_failed(self, path: str) -> None:
+        """A log went offline: restart the machine soon (once, however many logs failed)."""
+        if self._repair is None or self._repair.done():
+            self._repair = asyncio.get_running_loop().create_task(self._restart_after_failure())
+
+    async def _restart_after_failure(self) -> None:
+        await asyncio.sleep(0.5)
+        await self.restart(1.0, power_loss=True, why=" (restarted after a failed fsync)")
+
     async def all_up(self) -> None:
         """Every node running (a crash may have been cut short by the end of the run)."""
+        if self._repair is not None:
+            await self._repair
         async with self._busy:
             for node_id in self.broker.node_ids:
                 if not self.broker.nodes[node_id].running:
@@ -109,7 +136,7 @@ class SimCluster:
                 self.jump_clock(rng.randint(500, 10_000))
                 continue
             if roll < config.clock_jump_share + config.restart_share:
-                await self.restart(down)
+                await self.restart(down, power_loss=self.disk is not None and rng.random() < config.power_loss_share)
                 continue
             if roll < config.clock_jump_share + config.restart_share + config.partition_share:
                 assert self.network is not None

@@ -290,12 +290,14 @@ class SimNetwork:
             trace.fault("duplicate", f"{conn.client} -> node {conn.node_id} {name} again in {later - at:.2f} s")
             self.loop.call_at(later, self._deliver_ghost, conn.node_id, conn.client, bytearray(frame),
                               corr, api_key, version, request)
-        self.loop.call_at(at, self._deliver, conn, frame, corr, api_key, version, request, drop)
+        self.loop.call_at(at, self._deliver, conn, conn.server, frame, corr, api_key, version, request, drop)
 
-    def _deliver(self, conn: ClientConnection, frame: bytearray, corr: int, api_key: int, version: int,
-                 request: Any, drop: bool) -> None:
+    def _deliver(self, conn: ClientConnection, sent_on: ServerConnection | None, frame: bytearray, corr: int,
+                 api_key: int, version: int, request: Any, drop: bool) -> None:
         if self._cut(conn.node_id):
             return
+        if sent_on is not None and sent_on.closed:
+            return  # sent on a connection that has since died: TCP delivers it nowhere else (seed 76)
         server = self._server_for(conn)
         if server is None:  # connection refused: the node is down
             conn.server_closed()

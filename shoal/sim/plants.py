@@ -123,6 +123,16 @@ def _skip_epoch_fence(real: Callable[..., Any]) -> Callable[..., Any]:
     return check_batch
 
 
+def _skip_flush(real: Callable[..., Any]) -> Callable[..., Any]:
+    """A log ignores ``flush.messages``: appends are answered while only in the page cache, so a
+    power cut loses acknowledged records."""
+
+    def flush_if_due(self: Any, now_ms: int) -> None:
+        return None
+
+    return flush_if_due
+
+
 PLANTS: dict[str, Plant] = {p.name: p for p in [
     Plant("ack-before-append", "produce acknowledges a batch before appending it",
           "shoal.broker.handlers.produce", "append", _ack_before_append, found_within=1),
@@ -136,7 +146,9 @@ PLANTS: dict[str, Plant] = {p.name: p for p in [
     Plant("lso-past-open-txn", "the last stable offset passes an open transaction",
           "shoal.storage.log", "PartitionLog.last_stable_offset", _lso_past_open_txn, found_within=10),
     Plant("skip-epoch-fence", "a partition appends a batch of a fenced (older) producer epoch",
-          "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence, found_within=20),
+          "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence, found_within=70),
+    Plant("skip-flush", "a log acknowledges appends before fsync although flush.messages=1 asks for it",
+          "shoal.storage.log", "PartitionLog._flush_if_due", _skip_flush, found_within=10),
 ]}
 
 

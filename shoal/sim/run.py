@@ -18,13 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shoal import entropy
+from shoal import entropy, fileio
 from shoal.broker.config import BrokerConfig
 from shoal.sim import loop as sim_loop
 from shoal.sim.admin import AdminClient
 from shoal.sim.cluster import SimCluster
 from shoal.sim.consumer_checks import ConsumerChecker
 from shoal.sim.consumer_groups import ProtocolMember
+from shoal.sim.disk import DiskRates, SimDisk
 from shoal.sim.group_checks import GroupChecker
 from shoal.sim.groups import GroupMember
 from shoal.sim.invariants import Checker
@@ -63,10 +64,11 @@ class SimConfig:
     nodes: int = 3
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     rates: FaultRates = field(default_factory=FaultRates)
+    disk: DiskRates = field(default_factory=DiskRates)
 
 
-# Partition files go to memory where the OS offers it: the simulation's disk is not under test
-# (yet), and fsync on a real disk would cost more than the rest of a run.
+# Partition files go to memory where the OS offers it: the simulated disk (`disk.py`) decides what
+# survives a power cut, and never calls the real fsync.
 _SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
@@ -81,6 +83,8 @@ def _broker_config(log_dir: str, partitions: int) -> BrokerConfig:
         "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
         "num.partitions": str(partitions), "default.replication.factor": "3",
         "auto.create.topics.enable": "false",
+        # every append synced before it is answered: then a power cut may lose nothing acknowledged
+        "log.flush.interval.messages": "1",
     })
 
 
@@ -93,6 +97,16 @@ def _seeded_ids(seed: int) -> Iterator[None]:
         yield
     finally:
         entropy.reset_source()
+
+
+@contextlib.contextmanager
+def _disk(disk: SimDisk) -> Iterator[None]:
+    """Every file shoal writes goes through the simulated disk while the run lasts."""
+    fileio.set_disk(disk)
+    try:
+        yield
+    finally:
+        fileio.reset_disk()
 
 
 @contextlib.contextmanager
@@ -114,12 +128,14 @@ def run_seed(seed: int, *, plant: str | None = None, config: SimConfig | None = 
     loop = sim_loop.SimLoop()
     trace = Trace(keep_lines=keep_lines, clock=loop.time)
     checker = Checker(trace)
-    with tempfile.TemporaryDirectory(prefix="shoal-sim-", dir=_SCRATCH) as log_dir, _seeded_ids(seed), planted(plant), _quiet():
+    disk = SimDisk(random.Random(f"{seed}-disk"), trace, config.disk)
+    with tempfile.TemporaryDirectory(prefix="shoal-sim-", dir=_SCRATCH) as log_dir, _seeded_ids(seed), \
+            planted(plant), _quiet(), _disk(disk):
         # An exception nobody awaited (a broker task, or the simulator's own) is a failure, not noise.
         loop.set_exception_handler(lambda _loop, ctx: trace.violation(
             "unhandled-error", f"{ctx.get('message')}: {ctx.get('exception')!r}"))
         try:
-            sim_loop.run(lambda: _simulate(seed, config, log_dir, trace, checker), loop)
+            sim_loop.run(lambda: _simulate(seed, config, log_dir, trace, checker, disk), loop)
         except Exception as e:  # noqa: BLE001 - the broker or the simulator raised: this seed found something
             trace.violation("sim-crashed", repr(e))
         virtual_s = loop.time()
@@ -127,9 +143,12 @@ def run_seed(seed: int, *, plant: str | None = None, config: SimConfig | None = 
                      virtual_s, checker.acked_records)
 
 
-async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, checker: Checker) -> None:
+async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, checker: Checker,
+                    disk: SimDisk) -> None:
     w = config.workload
     cluster = SimCluster(_broker_config(log_dir, w.partitions), config.nodes)
+    cluster.disk = disk
+    disk.on_fsync_error = cluster.fsync_failed
     await cluster.start()
     broker = cluster.broker
     broker.create_topic(w.topic, w.partitions, min(3, config.nodes))

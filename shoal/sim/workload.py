@@ -60,6 +60,7 @@ class WorkloadConfig:
     crash_every_s: float = 2.5  # mean virtual time between node crashes (0: none)
     down_s: tuple[float, float] = (0.3, 3.0)
     restart_share: float = 0.15  # of crash events, the share that take the whole cluster down
+    power_loss_share: float = 0.5  # of those, the share that cut the power (unsynced writes lost)
     clock_jump_share: float = 0.1  # of crash events, the share that step the wall clock instead
     partition_share: float = 0.15  # of crash events, the share that cut a node off the network instead
 

@@ -36,6 +36,7 @@ import os
 from bisect import bisect_right
 from typing import TYPE_CHECKING
 
+from shoal import fileio
 from shoal.protocol import record_batch as rb
 from shoal.protocol.record_encode import rebuild_batch
 from shoal.storage.segment import (
@@ -44,7 +45,6 @@ from shoal.storage.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     Segment,
-    fsync_dir,
     segment_file_name,
 )
 
@@ -169,11 +169,11 @@ def _swap(seg: Segment, cleaned: Segment, now_ms: int) -> Segment:
     seg.close()
     # Old indexes go first: if we die after this, the new log's indexes are rebuilt on load.
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        (directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
+        fileio.unlink(directory / segment_file_name(base, suffix))
     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # the log first
         name = segment_file_name(base, suffix)
-        os.replace(directory / (name + CLEANED_SUFFIX), directory / name)
-    fsync_dir(directory)
+        fileio.replace(directory / (name + CLEANED_SUFFIX), directory / name)
+    fileio.fsync_dir(directory)
     fresh = Segment(directory, base, config, now_ms)
     fresh.load_indexes()
     if fresh.next_offset < seg.next_offset:

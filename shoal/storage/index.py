@@ -21,19 +21,10 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
+from shoal import fileio
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-
-
-def replace_file(path: Path, data: bytes, *, fsync: bool = False) -> None:
-    """Write ``path`` atomically: a temporary file, renamed over it."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class IndexCorruptError(Exception):
@@ -73,7 +64,7 @@ class _IndexFile:
 
     def _open(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = fileio.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         return self._fd
 
     def _write_entry(self, data: bytes) -> None:
@@ -84,29 +75,29 @@ class _IndexFile:
     def flush(self) -> None:
         """Hand buffered entries to the OS."""
         if self._pending:
-            os.write(self._open(), self._pending)
+            fileio.write_all(self._open(), self._pending)
             self._pending.clear()
 
     def fsync(self) -> None:
         self.flush()
-        os.fsync(self._open())  # also creates the file when it has no entries yet
+        fileio.fsync(self._open())  # also creates the file when it has no entries yet
 
     def close(self) -> None:
         self.flush()
         if self._fd is not None:
-            os.close(self._fd)
+            fileio.close(self._fd)
             self._fd = None
 
     def _rewrite(self, *columns: array) -> None:
         """Replace the whole file with the entries of these columns (used after a rebuild)."""
         self.close()
         self._pending.clear()
-        replace_file(self.path, b"".join(self.entry.pack(*e) for e in zip(*columns, strict=True)))
+        fileio.replace_file(self.path, b"".join(self.entry.pack(*e) for e in zip(*columns, strict=True)), fsync=False)
 
     def delete(self) -> None:
         self.close()
         self._pending.clear()
-        self.path.unlink(missing_ok=True)
+        fileio.unlink(self.path)
 
 
 class OffsetIndex(_IndexFile):

@@ -33,17 +33,16 @@ Deleting data (DeleteRecords, retention, compaction scheduling) is in
 from __future__ import annotations
 
 import os
-import shutil
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
+from shoal import fileio
 from shoal.clock import now_ms as wall_clock_ms
 from shoal.protocol import record_batch as rb
 from shoal.protocol.record_encode import build_control_batch
 from shoal.storage.config import LogConfig
 from shoal.storage.errors import OffsetOutOfRangeError, StorageError
-from shoal.storage.index import replace_file
 from shoal.storage.producer_state import (
     AppendOrigin,
     BatchMetadata,
@@ -54,7 +53,7 @@ from shoal.storage.producer_state import (
     write_snapshot,
 )
 from shoal.storage.retention import LogRetention
-from shoal.storage.segment import CLEANED_SUFFIX, LOG_SUFFIX, Segment, fsync_dir
+from shoal.storage.segment import CLEANED_SUFFIX, LOG_SUFFIX, Segment
 from shoal.storage.timestamps import TimestampLookups
 from shoal.storage.txn_index import AbortedTxn
 
@@ -96,6 +95,7 @@ class PartitionLog(LogRetention, TimestampLookups):
         self._last_flush_ms = now
         self._cleaned_offset = 0  # the cleaner's checkpoint: segments below it are clean
         self._closed = False
+        self._failed: str | None = None  # why the log is offline (a write it cannot vouch for)
         self.auto_high_watermark = True
         self.recovered_bytes_truncated = 0
         self.producer_state = ProducerStateManager()
@@ -110,11 +110,11 @@ class PartitionLog(LogRetention, TimestampLookups):
         """Open the segments (recovering the active one after a crash); True after a clean shutdown."""
         for p in self.dir.iterdir():
             if p.name.endswith(CLEANED_SUFFIX) or p.name.endswith(".tmp"):
-                p.unlink()  # an interrupted compaction or index rewrite: the originals stand
+                fileio.unlink(p)  # an interrupted compaction or index rewrite: the originals stand
         marker = self.dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         if clean:
-            marker.unlink()
+            fileio.unlink(marker)
         bases = sorted(
             int(p.name[: -len(LOG_SUFFIX)])
             for p in self.dir.glob("*" + LOG_SUFFIX)
@@ -144,13 +144,13 @@ class PartitionLog(LogRetention, TimestampLookups):
         snapshots = list_snapshots(self.dir)
         for offset in snapshots:
             if offset > leo:  # ahead of a log cut back by recovery: the log wins
-                snapshot_path(self.dir, offset).unlink(missing_ok=True)
+                fileio.unlink(snapshot_path(self.dir, offset))
         start = None
         for offset in reversed([o for o in snapshots if o <= leo]):
             try:
                 self.producer_state.load_snapshot(snapshot_path(self.dir, offset).read_bytes(), now_ms, expiration)
             except (OSError, ValueError):
-                snapshot_path(self.dir, offset).unlink(missing_ok=True)
+                fileio.unlink(snapshot_path(self.dir, offset))
                 continue
             start = self._last_snapshot_offset = offset
             break
@@ -198,13 +198,12 @@ class PartitionLog(LogRetention, TimestampLookups):
         offset = self.log_end_offset if offset is None else offset
         if offset == self._last_snapshot_offset and snapshot_path(self.dir, offset).exists():
             return
-        fsync = self.config.flush_interval_messages is not None or self.config.flush_interval_ms is not None
-        write_snapshot(self.dir, offset, self.producer_state.encode_snapshot(), fsync=fsync)
+        write_snapshot(self.dir, offset, self.producer_state.encode_snapshot(), fsync=self._syncs)
         self._last_snapshot_offset = offset
         # Older snapshots stay while their segment does; below the oldest segment they are useless.
         for old in list_snapshots(self.dir):
             if old < self._bases[0] and old < offset:
-                snapshot_path(self.dir, old).unlink(missing_ok=True)
+                fileio.unlink(snapshot_path(self.dir, old))
 
     def _read_log_start_offset(self) -> int | None:
         try:
@@ -213,7 +212,8 @@ class PartitionLog(LogRetention, TimestampLookups):
             return None
 
     def _write_log_start_offset(self) -> None:
-        replace_file(self.dir / LOG_START_OFFSET_FILE, f"{self._log_start_offset}\n".encode())
+        fileio.replace_file(self.dir / LOG_START_OFFSET_FILE, f"{self._log_start_offset}\n".encode(),
+                            fsync=self._syncs)
 
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         seg = Segment(self.dir, base, self.config, now_ms)
@@ -320,13 +320,16 @@ class PartitionLog(LogRetention, TimestampLookups):
         seg = self._segments[-1]
         if seg.should_roll(len(buf), max_ts, last, now_ms):
             seg = self._roll(first, now_ms)
-        seg.append(buf, headers)
+        try:
+            seg.append(buf, headers)
+        except OSError as e:
+            self._undo_failed_write(seg, e)
         completed = self._apply_producer_batches(buf, headers, seg) if producers else ()
         records = sum(h.records_count for h in headers)
         self._unflushed_messages += records
+        self._flush_if_due(now_ms)  # before the high watermark moves: nobody reads what is not synced
         if self.auto_high_watermark:
             self.high_watermark = self.log_end_offset
-        self._flush_if_due(now_ms)
         return AppendInfo(
             base_offset=first,
             last_offset=last,
@@ -377,6 +380,32 @@ class PartitionLog(LogRetention, TimestampLookups):
                 raise ValueError(f"batch base offset {h.base_offset} is below the next offset {prev}")
             prev = h.next_offset
 
+    def _undo_failed_write(self, seg: Segment, error: OSError) -> None:
+        """An append's write failed (ENOSPC, EIO): cut what part of it reached the file, so the
+        log is as it was and the producer may retry; if even that fails the log goes offline."""
+        try:
+            fileio.ftruncate(seg.fd, seg.size)
+        except OSError as e:
+            self._fail(f"a failed append could not be undone: {e}")
+        raise StorageError(f"append to {self.dir.name} failed: {error}") from error
+
+    def _fail(self, why: str) -> None:
+        """Take the log offline until the process restarts and recovery checks the files (as Kafka
+        takes a log directory offline): after a failed fsync the OS may have dropped the data it
+        could not write, so what the files read back is no longer what the disk holds."""
+        self._failed = why
+        raise StorageError(f"log {self.dir.name} is offline: {why}")
+
+    @property
+    def offline(self) -> bool:
+        """True after a write or sync the log cannot vouch for (until the broker restarts)."""
+        return self._failed is not None
+
+    @property
+    def _syncs(self) -> bool:
+        """The flush settings ask for fsync: small files (snapshots, the start offset) are synced too."""
+        return self.config.flush_interval_messages is not None or self.config.flush_interval_ms is not None
+
     def _flush_if_due(self, now_ms: int) -> None:
         """flush.messages / flush.ms: flush when either is reached."""
         cfg = self.config
@@ -424,16 +453,20 @@ class PartitionLog(LogRetention, TimestampLookups):
         # The producer state up to the new segment: recovery replays from here at most.
         self.take_snapshot(base_offset)
         seg = self._new_segment(base_offset, now_ms)
-        if self.config.flush_interval_messages is not None or self.config.flush_interval_ms is not None:
-            fsync_dir(self.dir)
+        if self._syncs:
+            fileio.fsync_dir(self.dir)
         return seg
 
     # -- flush -------------------------------------------------------------
 
     def flush(self, now_ms: int | None = None) -> None:
-        """fsync every segment written since the last flush (log data and indexes)."""
-        for seg in self._segments:
-            seg.fsync()
+        """fsync every segment written since the last flush (log data and indexes); a failed fsync
+        takes the log offline."""
+        try:
+            for seg in self._segments:
+                seg.fsync()
+        except OSError as e:
+            self._fail(f"fsync failed: {e}")
         self._unflushed_messages = 0
         self._last_flush_ms = wall_clock_ms() if now_ms is None else now_ms
 
@@ -492,16 +525,23 @@ class PartitionLog(LogRetention, TimestampLookups):
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
+        if self._failed is not None:
+            raise StorageError(f"log {self.dir.name} is offline: {self._failed}")
 
     def close(self) -> None:
         """fsync everything, close files and leave the clean-shutdown marker."""
         if self._closed:
             return
+        if self._failed is not None:  # no snapshot, no marker: the next open recovers from the files
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+            return
         self.take_snapshot()
         self.flush()
         for seg in self._segments:
             seg.close()
-        (self.dir / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
+        fileio.write_bytes(self.dir / CLEAN_SHUTDOWN_FILE, b"")
         self._closed = True
 
     def delete(self) -> None:
@@ -510,7 +550,7 @@ class PartitionLog(LogRetention, TimestampLookups):
             for seg in self._segments:
                 seg.close()
             self._closed = True
-        shutil.rmtree(self.dir, ignore_errors=True)
+        fileio.rmtree(self.dir)
 
     def __repr__(self) -> str:
         return (

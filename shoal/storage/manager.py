@@ -6,6 +6,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from shoal import fileio
 from shoal.storage.config import LogConfig
 from shoal.storage.log import PartitionLog
 
@@ -139,7 +140,7 @@ class LogManager:
             for child in d.iterdir():
                 parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
                 if parsed is not None and parsed[0] == topic:
-                    shutil.rmtree(child, ignore_errors=True)
+                    fileio.rmtree(child)
         return len(keys)
 
     def run_periodic(self, now_ms: int) -> dict[str, int]:

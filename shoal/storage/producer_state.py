@@ -37,9 +37,9 @@ from pathlib import Path
 
 from google_crc32c import value as crc32c
 
+from shoal import fileio
 from shoal.protocol.errors import CodedError, ErrorCode
 from shoal.protocol.record_batch import CONTROL_ABORT, BatchHeader
-from shoal.storage.index import replace_file
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -326,4 +326,4 @@ def list_snapshots(directory: Path) -> list[int]:
 
 def write_snapshot(directory: Path, offset: int, data: bytes, *, fsync: bool) -> None:
     """Write ``<offset>.snapshot`` atomically (tmp + rename)."""
-    replace_file(snapshot_path(directory, offset), data, fsync=fsync)
+    fileio.replace_file(snapshot_path(directory, offset), data, fsync=fsync)

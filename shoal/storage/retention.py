@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shoal import fileio
 from shoal.storage.errors import OffsetOutOfRangeError
 from shoal.storage.producer_state import list_snapshots, snapshot_path
 
@@ -70,7 +71,7 @@ class LogRetention:
             self._write_log_start_offset()
         for old in list_snapshots(self.dir):
             if old < self._bases[0] and old != self._last_snapshot_offset:
-                snapshot_path(self.dir, old).unlink(missing_ok=True)
+                fileio.unlink(snapshot_path(self.dir, old))
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete old non-active segments by retention.ms and retention.bytes; return how many.

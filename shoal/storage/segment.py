@@ -1,7 +1,7 @@
 """One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
 
 The log file is read with ``os.pread`` so a read never needs the segment in
-memory. Writes go through ``os.pwrite`` at the tracked end of file.
+memory. Writes go through ``fileio.pwrite`` (the disk seam) at the tracked end of file.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+from shoal import fileio
 from shoal.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -41,15 +42,6 @@ _SCAN_CHUNK = 1024 * 1024
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
 
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory: the files created, renamed or removed in it stay so after a crash."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """Kafka's 20-digit zero-padded file name, e.g. ``00000000000000000042.log``."""
     return f"{base_offset:020d}{suffix}"
@@ -73,7 +65,7 @@ class Segment:
         # others share the process's bounded pool of open files (file_pool.py).
         self._pinned = directory.name.startswith("__")
         self._closed = False
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = fileio.open_fd(self.log_path, os.O_RDWR | os.O_CREAT)
         if not self._pinned:
             POOL.opened(self)
         self.size = os.fstat(self._fd).st_size
@@ -98,7 +90,7 @@ class Segment:
         if fd < 0:
             if self._closed:
                 raise OSError(f"segment {self.log_path} is closed")
-            fd = self._fd = os.open(self.log_path, os.O_RDWR)
+            fd = self._fd = fileio.open_fd(self.log_path, os.O_RDWR)
             POOL.opened(self, again=True)
         elif not self._pinned:
             POOL.used(self)
@@ -110,7 +102,7 @@ class Segment:
         self.time_index.close()
         self.txn_index.close()
         if self._fd >= 0:
-            os.close(self._fd)
+            fileio.close(self._fd)
             self._fd = -1
 
     # -- loading -----------------------------------------------------------
@@ -182,7 +174,7 @@ class Segment:
             valid_end = h.position + h.size
         truncated = self.size - valid_end
         if truncated:
-            os.ftruncate(self.fd, valid_end)
+            fileio.ftruncate(self.fd, valid_end)
             self.size = valid_end
         self.offset_index.reset(entries)
         self.time_index.reset(tentries)
@@ -252,7 +244,7 @@ class Segment:
         written = 0
         total = len(mv)
         while written < total:
-            written += os.pwrite(self.fd, mv[written:], start + written)
+            written += fileio.pwrite(self.fd, mv[written:], start + written)
         interval = self.config.index_interval_bytes
         for h in headers:
             if self.bytes_since_index_entry > interval:
@@ -274,7 +266,7 @@ class Segment:
 
     def fsync(self) -> None:
         if self.dirty:
-            os.fdatasync(self.fd)
+            fileio.fdatasync(self.fd)
             self.offset_index.fsync()
             self.time_index.fsync()
             self.txn_index.fsync()
@@ -367,4 +359,4 @@ class Segment:
     def delete(self) -> None:
         self.close()
         for suffix in SEGMENT_SUFFIXES:
-            (self.dir / segment_file_name(self.base_offset, suffix)).unlink(missing_ok=True)
+            fileio.unlink(self.dir / segment_file_name(self.base_offset, suffix))

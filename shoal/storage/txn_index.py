@@ -19,7 +19,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
-from shoal.storage.index import replace_file
+from shoal import fileio
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
@@ -70,8 +70,8 @@ class TransactionIndex:
         self.entries.append(entry)
         self._last_offsets.append(entry.last_offset)
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(self._fd, entry.encode())
+            self._fd = fileio.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        fileio.write_all(self._fd, entry.encode())
         self.dirty = True
 
     def truncate_from(self, offset: int) -> None:
@@ -100,9 +100,9 @@ class TransactionIndex:
     def _rewrite(self) -> None:
         self.close()
         if not self.entries:
-            self.path.unlink(missing_ok=True)
+            fileio.unlink(self.path)
             return
-        replace_file(self.path, b"".join(e.encode() for e in self.entries))
+        fileio.replace_file(self.path, b"".join(e.encode() for e in self.entries), fsync=False)
 
     def reset(self, entries: list[AbortedTxn]) -> None:
         """Replace all entries (after compaction rewrote the segment)."""
@@ -112,16 +112,16 @@ class TransactionIndex:
 
     def fsync(self) -> None:
         if self.dirty and self._fd is not None:
-            os.fsync(self._fd)
+            fileio.fsync(self._fd)
         self.dirty = False
 
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            fileio.close(self._fd)
             self._fd = None
 
     def delete(self) -> None:
         self.close()
         self.entries.clear()
         self._last_offsets.clear()
-        self.path.unlink(missing_ok=True)
+        fileio.unlink(self.path)

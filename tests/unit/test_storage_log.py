@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from shoal import fileio
 from shoal.protocol import record_batch as rb
 from shoal.protocol.record_encode import _assemble, build_batch
 from shoal.storage import InvalidConfigError, LogConfig, OffsetOutOfRangeError, PartitionLog
@@ -355,13 +356,16 @@ def test_delete_records(tmp_path: Path) -> None:
 
 def test_flush_policy_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = os.fdatasync
 
-    def counting(fd: int) -> None:
-        calls.append(fd)
-        real(fd)
+    class CountingDisk:  # the real disk, counting fdatasync (storage writes through shoal.fileio)
+        def __getattr__(self, name: str) -> object:
+            return getattr(fileio.OS_DISK, name)
 
-    monkeypatch.setattr(os, "fdatasync", counting)
+        def fdatasync(self, fd: int) -> None:
+            calls.append(fd)
+            fileio.OS_DISK.fdatasync(fd)
+
+    monkeypatch.setattr(fileio, "_disk", CountingDisk())
     log = PartitionLog(tmp_path / "a-0", LogConfig(flush_interval_messages=1), now_ms=T0)
     log.append(batch(1), T0)
     assert len(calls) == 1

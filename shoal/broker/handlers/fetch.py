@@ -32,7 +32,7 @@ from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.fetch_response import FetchResponse
 from shoal.protocol.legacy_records import encode_message
 from shoal.protocol.record_batch import CONTROL_MASK, TIMESTAMP_TYPE_MASK, iter_batches, iter_records
-from shoal.storage import OffsetOutOfRangeError
+from shoal.storage import OffsetOutOfRangeError, StorageError
 
 if TYPE_CHECKING:
     from shoal.broker.node import RequestContext
@@ -131,6 +131,8 @@ def read_partition(ctx: RequestContext, topic: str | None, fp, budget: int, firs
                                                       max_offset=lso if read_committed else hw)
     except OffsetOutOfRangeError:
         return _partition_error(p, ErrorCode.OFFSET_OUT_OF_RANGE, plog), None
+    except StorageError:  # the log is offline (a failed fsync): KAFKA_STORAGE_ERROR until a restart
+        return _partition_error(p, ErrorCode.KAFKA_STORAGE_ERROR), None
     if ctx.api_version < 4 and records:
         # Fetch v0-v3 know only message sets: v0-v1 magic 0, v2-v3 magic 1 (as Kafka 3.x's
         # down-conversion); a zstd batch cannot be expressed in them.

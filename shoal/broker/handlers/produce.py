@@ -26,6 +26,7 @@ from shoal.protocol.legacy_records import parse_message_set
 from shoal.protocol.record_batch import BatchHeader, InvalidRecordError, RecordBatchError, validate_batches
 from shoal.protocol.record_checks import RecordError, validate_records
 from shoal.protocol.record_encode import build_batch
+from shoal.storage.errors import StorageError
 from shoal.storage.producer_state import AppendOrigin, ProducerStateError
 
 if TYPE_CHECKING:
@@ -171,6 +172,9 @@ def append(ctx: RequestContext, transactional_id: str | None, topic: str, index:
         result = plog.append(buf, now, headers=headers, origin=AppendOrigin.CLIENT)
     except ProducerStateError as e:
         log.info("produce to %s-%d refused: %s", topic, index, e)
+        return _error(index, error_code_of(e), str(e))
+    except StorageError as e:  # KAFKA_STORAGE_ERROR: retriable; nothing of the batch was kept
+        log.warning("produce to %s-%d failed: %s", topic, index, e)
         return _error(index, error_code_of(e), str(e))
     if not result.duplicate:  # a retry of a batch already appended gets the offsets it got then
         ctx.broker.fetch_waiters.notify(topic, index)

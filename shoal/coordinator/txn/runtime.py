@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from shoal import fileio
 from shoal.clock import now_ms
 from shoal.coordinator.runtime import CoordinatorRuntime, Partition
 from shoal.coordinator.txn.responses import (
@@ -92,12 +92,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionCoordinatorSha
             epoch = int(path.read_text().strip()) + 1
         except (FileNotFoundError, ValueError):
             epoch = 0
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{epoch}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        fileio.replace_file(path, f"{epoch}\n".encode(), fsync=True)
         return epoch
 
     def error_response(self, api_key: ApiKey, api_version: int, request: Any, error: ErrorCode) -> Any:

@@ -1,0 +1,237 @@
+"""The simulated disk: the real files, plus what a power cut would leave of them.
+
+Put behind `shoal.fileio` for a run, it passes every write to the real file (so the broker reads
+back what it wrote, as from the page cache) and keeps, per file, what is *durable*: its length at
+the last fsync and the bytes below that length overwritten or cut since. When the power goes
+(`power_off`, then `power_cut`):
+
+- what was written after the last fsync is lost, except a prefix of the appended bytes that the
+  page cache happened to write back, which may end mid-write (a **torn write**) or read as zeros
+  (the length reached the disk, the data did not);
+- overwritten and truncated bytes come back as they were at the last fsync;
+- while the power is off nothing reaches the files (the dying process's writes, its clean-
+  shutdown markers and snapshots, are lost).
+
+Directory entries (creates, renames, deletes) are durable at once: a file created and never synced
+comes back empty, one renamed over another without a sync comes back empty (ext4's zero-length
+file after rename), not missing. That is kinder than a real file system, and stated.
+
+Faults on the partition data files (``<topic>-<n>/*.log``, not the internal topics' or the
+cluster metadata's): an append fails with ENOSPC after writing part of its bytes, or with EIO;
+an fsync fails with EIO (the broker takes that log offline; the run then restarts the cluster, as
+an operator would, with a power cut, since a failed fsync may have dropped the pages it could not
+write).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import random
+
+    from shoal.sim.trace import Trace
+
+
+@dataclass
+class DiskRates:
+    """How often the disk fails (per append or per fsync of a partition data file)."""
+
+    write_error: float = 0.004  # an append fails (ENOSPC after a partial write, or EIO)
+    fsync_error: float = 0.0015  # an fsync fails with EIO
+    keep_unsynced: float = 0.5  # at a power cut, the chance that some unsynced appended bytes survive
+    zeros: float = 0.2  # ... and that what survives of them reads as zeros
+
+
+@dataclass
+class _File:
+    durable_len: int
+    saves: list[tuple[int, bytes]] = field(default_factory=list)  # durable bytes replaced since the sync
+
+
+def _key(path: str | Path) -> str:
+    return os.path.normpath(os.fspath(path))
+
+
+_PARTITION_DIR = re.compile(r"[^_].*-\d+")
+
+
+def _faulty(path: str) -> bool:
+    """A partition data log (not an internal topic's): where the disk's faults are injected."""
+    return path.endswith(".log") and _PARTITION_DIR.fullmatch(os.path.basename(os.path.dirname(path))) is not None
+
+
+class SimDisk:
+    """A `shoal.fileio.Disk` that remembers what is durable and fails now and then."""
+
+    def __init__(self, rng: random.Random, trace: Trace, rates: DiskRates | None = None) -> None:
+        self.rng = rng
+        self.trace = trace
+        self.rates = rates or DiskRates()
+        self.powered = True
+        self.on_fsync_error: Callable[[str], None] = lambda path: None
+        self._files: dict[str, _File] = {}
+        self._fds: dict[int, tuple[str, bool]] = {}  # fd -> (path, opened for append)
+
+    # -- bookkeeping ----------------------------------------------------------
+    def _file(self, path: str) -> _File:
+        f = self._files.get(path)
+        if f is None:  # untouched since the run (or the last power cut) began: all of it is durable
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:
+                size = 0
+            f = self._files[path] = _File(size)
+        return f
+
+    def _preserve(self, path: str, start: int, end: int) -> None:
+        """Keep the durable bytes in [start, end) before they are overwritten or cut."""
+        f = self._file(path)
+        end = min(end, f.durable_len)
+        if start < end:
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                f.saves.append((start, fh.read(end - start)))
+
+    def _path(self, fd: int) -> str:
+        return self._fds[fd][0]
+
+    # -- the Disk protocol ----------------------------------------------------
+    def open(self, path: str | Path, flags: int, mode: int) -> int:
+        key = _key(path)
+        if not self.powered:  # the dying process may still open files; nothing it writes lands
+            exists = os.path.exists(key)
+            fd = os.open(key if exists else os.devnull, flags & ~(os.O_CREAT | os.O_TRUNC))
+            self._fds[fd] = (key, False)
+            return fd
+        if not os.path.isdir(key):
+            self._file(key)  # note the length before the open creates or truncates the file
+            if flags & os.O_TRUNC:
+                self._preserve(key, 0, os.path.getsize(key) if os.path.exists(key) else 0)
+        fd = os.open(key, flags, mode)
+        self._fds[fd] = (key, bool(flags & os.O_APPEND))
+        return fd
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
+        if not self.powered:
+            return len(data)
+        path = self._path(fd)
+        if _faulty(path) and self.rng.random() < self.rates.write_error:
+            if self.rng.random() < 0.5:
+                part = self.rng.randrange(len(data) + 1)
+                self._preserve(path, offset, offset + part)
+                os.pwrite(fd, memoryview(data)[:part], offset)
+                self.trace.fault("disk-full", f"append to {_short(path)}: {part} of {len(data)} bytes, then ENOSPC")
+                raise OSError(errno.ENOSPC, "No space left on device (simulated)")
+            self.trace.fault("write-error", f"append to {_short(path)}: EIO")
+            raise OSError(errno.EIO, "Input/output error (simulated)")
+        self._preserve(path, offset, offset + len(data))
+        return os.pwrite(fd, data, offset)
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+        if not self.powered:
+            return len(data)
+        path, append = self._fds[fd]
+        pos = os.lseek(fd, 0, os.SEEK_END if append else os.SEEK_CUR)
+        self._preserve(path, pos, pos + len(data))
+        return os.write(fd, data)
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        if not self.powered:
+            return
+        path = self._path(fd)
+        self._preserve(path, length, os.fstat(fd).st_size)
+        os.ftruncate(fd, length)
+
+    def fsync(self, fd: int) -> None:
+        if not self.powered:
+            return
+        path = self._path(fd)
+        if os.path.isdir(path):
+            return  # directory entries are durable at once in this model
+        if _faulty(path) and self.rng.random() < self.rates.fsync_error:
+            self.trace.fault("fsync-error", f"fsync of {_short(path)}: EIO")
+            self.on_fsync_error(path)
+            raise OSError(errno.EIO, "Input/output error (simulated)")
+        f = self._file(path)
+        f.durable_len = os.fstat(fd).st_size
+        f.saves.clear()
+
+    fdatasync = fsync
+
+    def close(self, fd: int) -> None:
+        self._fds.pop(fd, None)
+        os.close(fd)
+
+    def replace(self, src: str | Path, dst: str | Path) -> None:
+        if not self.powered:
+            return
+        s, d = _key(src), _key(dst)
+        self._files[d] = self._file(s)
+        del self._files[s]
+        os.replace(s, d)
+
+    def unlink(self, path: str | Path) -> None:
+        if not self.powered:
+            return
+        key = _key(path)
+        os.unlink(key)
+        self._files.pop(key, None)
+
+    def rmtree(self, path: str | Path) -> None:
+        if not self.powered:
+            return
+        prefix = _key(path) + os.sep
+        for key in [k for k in self._files if k.startswith(prefix)]:
+            del self._files[key]
+        shutil.rmtree(path, ignore_errors=True)
+
+    # -- the power ------------------------------------------------------------
+    def power_off(self) -> None:
+        """From now on nothing reaches the files (the machine is going down)."""
+        self.powered = False
+
+    def power_cut(self) -> None:
+        """Leave each file as the disk would after the cut; then the power is back."""
+        cut = torn = 0
+        for path, f in sorted(self._files.items()):
+            if not os.path.exists(path):
+                continue
+            size = os.path.getsize(path)
+            if not f.saves and size == f.durable_len:
+                continue
+            with open(path, "rb") as fh:
+                now = fh.read()
+            content = bytearray(now)
+            for start, data in reversed(f.saves):  # the oldest save of a byte wins
+                if len(content) < start + len(data):
+                    content.extend(bytes(start + len(data) - len(content)))
+                content[start:start + len(data)] = data
+            del content[f.durable_len:]
+            tail = now[f.durable_len:]
+            if tail and self.rng.random() < self.rates.keep_unsynced:
+                kept = tail[:self.rng.randrange(1, len(tail) + 1)]
+                if self.rng.random() < self.rates.zeros:
+                    kept = bytes(len(kept))
+                content += kept
+                torn += 1
+            with open(path, "r+b") as fh:
+                fh.write(content)
+                fh.truncate(len(content))
+            cut += 1
+        self._files.clear()
+        self._fds.clear()
+        self.powered = True
+        self.trace.emit(f"power back: {cut} files lost unsynced writes, {torn} kept part of them")
+
+
+def _short(path: str) -> str:
+    """``<topic>-<n>/<file>``: the trace must not carry the run's temporary directory."""
+    return "/".join(Path(path).parts[-2:])
