@@ -4,6 +4,7 @@ confluent-kafka (librdkafka).
     .venv/bin/python bench/client.py [--records 200000] [--size 1024] [--partitions 4]
                                      [--bootstrap HOST:PORT | --mock] [--repeat 1]
                                      [--clients shoal,shoal-aio,aiokafka,confluent-kafka]
+                                     [--produce-only]
 
 By default a `shoal serve` subprocess (one node, data in a temporary directory) is started
 and every client runs the same workload against it: N records of --size bytes (no key)
@@ -227,7 +228,8 @@ CLIENTS: dict[str, tuple[Callable[[str, str, int, bytes], float], Callable[[str,
 }
 
 
-def run(bs: str, n: int, size: int, partitions: int, repeat: int, clients: list[str]) -> None:
+def run(bs: str, n: int, size: int, partitions: int, repeat: int, clients: list[str],
+        produce_only: bool = False) -> None:
     value = b"x" * size
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bs, "log_level": 0})
     print(f"bootstrap={bs} records={n} value={size}B partitions={partitions} repeat={repeat} touch={TOUCH}")
@@ -240,6 +242,11 @@ def run(bs: str, n: int, size: int, partitions: int, repeat: int, clients: list[
             for f in admin.create_topics([confluent_kafka.admin.NewTopic(topic, partitions, 1)]).values():
                 f.result(15)
             prod[name].append(produce(bs, topic, n, value))
+            if produce_only:
+                for f in admin.delete_topics([topic]).values():
+                    with contextlib.suppress(Exception):
+                        f.result(15)
+                continue
             w = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "wm", "log_level": 0})
             avail = 0
             for p in range(partitions):
@@ -253,16 +260,23 @@ def run(bs: str, n: int, size: int, partitions: int, repeat: int, clients: list[
     rates: dict[str, tuple[float, float]] = {}
     for name in clients:
         pdt = statistics.median(prod[name])
+        runs = " ".join(f"{n * size / 1e6 / dt:.1f}" for dt in prod[name])
+        print(f"{name:16s} produce {n * size / 1e6 / pdt:8.1f} MB/s {n / pdt:10.0f} rec/s (runs: {runs})")
+        if produce_only:
+            rates[name] = (n * size / 1e6 / pdt, 0.0)
+            continue
         cdt, avail = sorted(cons[name])[len(cons[name]) // 2]
         rates[name] = (n * size / 1e6 / pdt, avail * size / 1e6 / cdt)
-        print(f"{name:16s} produce {rates[name][0]:8.1f} MB/s {n / pdt:10.0f} rec/s")
         print(f"{name:16s} consume {rates[name][1]:8.1f} MB/s {avail / cdt:10.0f} rec/s ({avail} read)")
     if "aiokafka" in rates:
         base = rates["aiokafka"]
         for name in clients:
-            if name != "aiokafka":
-                print(f"{name:16s} / aiokafka: produce {rates[name][0] / base[0]:.2f}x consume "
-                      f"{rates[name][1] / base[1]:.2f}x")
+            if name == "aiokafka":
+                continue
+            line = f"{name:16s} / aiokafka: produce {rates[name][0] / base[0]:.2f}x"
+            if not produce_only:
+                line += f" consume {rates[name][1] / base[1]:.2f}x"
+            print(line)
 
 
 def main() -> None:
@@ -277,6 +291,7 @@ def main() -> None:
     ap.add_argument("--clients", default="shoal,shoal-aio,aiokafka,confluent-kafka",
                     help="comma-separated, from: " + ", ".join(CLIENTS))
     ap.add_argument("--touch", action="store_true", help="consumers read each record's value, not only count")
+    ap.add_argument("--produce-only", action="store_true", help="time the producers only (no read back)")
     args = ap.parse_args()
     global TOUCH
     TOUCH = args.touch
@@ -291,7 +306,7 @@ def main() -> None:
     else:
         ctx = shoal_broker(args.partitions)
     with ctx as bs:
-        run(bs, args.records, args.size, args.partitions, args.repeat, clients)
+        run(bs, args.records, args.size, args.partitions, args.repeat, clients, args.produce_only)
 
 
 if __name__ == "__main__":

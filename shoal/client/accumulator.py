@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.clock import monotonic_ms as now_ms
-from shoal.protocol.record_encode import EncodedRecords, build_batch, build_batch_encoded, encode_records
+from shoal.protocol.record_batch import read_varint
+from shoal.protocol.record_encode import (
+    EncodedRecords,
+    build_batch,
+    build_batch_encoded,
+    encode_headers,
+    varint,
+)
 
 from .errors import KafkaTimeoutError
 from .structs import RecordMetadata, TopicPartition
@@ -28,33 +35,47 @@ log = logging.getLogger(__name__)
 RECORD_OVERHEAD = 21
 BATCH_OVERHEAD = 61
 
+# A record's encoded fields in ProducerBatch.parts: length, attributes, timestamp delta, offset
+# delta, key length, key, value length, value, headers.
+PARTS_PER_RECORD = 9
+
 COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
 
 
-@dataclass(slots=True)
-class PendingRecord:
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-    future: asyncio.Future | None = None  # the asyncio face's per-record future (None: sync face)
-    callback: DeliveryCallback | None = None  # on_delivery(err, metadata), on the I/O thread
-    done_callbacks: list[Callable[[Any], None]] | None = None  # RecordFuture.add_done_callback
+# A record's delivery must be told to someone: (index in the batch, timestamp, key size, value
+# size, the asyncio face's future or None, the on_delivery callback or None).  Kept only for
+# records that have a future or a callback; the sync face's RecordFuture reads the batch instead.
+Notify = tuple[int, int, int, int, asyncio.Future | None, DeliveryCallback | None]
+
+_new_tuple = tuple.__new__
 
 
 @dataclass
 class ProducerBatch:
-    """Records for one partition that go out in one RecordBatch."""
+    """Records for one partition that go out in one RecordBatch.
+
+    Records are encoded into ``parts`` (the pieces of the batch's records section) as they are
+    appended, so a record costs no object of its own: what a delivery report needs (offset,
+    timestamp, sizes) is read back from its pieces when asked for, or kept in ``notify`` for
+    records with a future or callback.  The batch's outcome (``complete``/``fail``, once) resolves them all, as Java's
+    ``ProduceRequestResult``.
+    """
 
     tp: TopicPartition
     created_ms: int
-    records: list[PendingRecord] = field(default_factory=list)
-    size: int = BATCH_OVERHEAD
+    size: int = BATCH_OVERHEAD  # encoded size (what batch.size and buffer.memory count)
     attempts: int = 0
     retry_after_ms: int = 0
     closed: bool = False
+    # The records section so far, PARTS_PER_RECORD byte strings a record, and the timestamps
+    # the batch header needs (the first record's is the base of the others' deltas).
+    parts: list[bytes] = field(default_factory=list, repr=False)
+    base_timestamp: int = -1
+    max_timestamp: int = -1
+    notify: list[Notify] = field(default_factory=list, repr=False)
+    done_callbacks: dict[int, list[Callable[[Any], None]]] | None = field(default=None, repr=False)
     # Set once, at the first drain, so that retries resend identical bytes (same sequence).
     payload: bytes | None = None
     producer_id: int = -1
@@ -77,19 +98,51 @@ class ProducerBatch:
     @property
     def count(self) -> int:
         """Records in the batch (rows handed over whole, or records appended one by one)."""
-        if isinstance(self.rows, EncodedRecords):
-            return self.rows.count
-        return len(self.rows) if self.rows is not None else len(self.records)
+        if self.rows is None:
+            return len(self.parts) // PARTS_PER_RECORD
+        return self.rows.count if isinstance(self.rows, EncodedRecords) else len(self.rows)
 
-    def try_append(self, rec: PendingRecord, batch_size: int) -> bool:
-        size = RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
-        if rec.headers:
-            size += sum(len(k) + len(v or b"") + 2 for k, v in rec.headers)
-        if self.closed or (self.records and self.size + size > batch_size):
-            return False
-        self.records.append(rec)
-        self.size += size
-        return True
+    def append(self, ts: int, key: bytes | None, value: bytes | None,
+               headers: list[tuple[str, bytes | None]] | None, batch_size: int,
+               future: asyncio.Future | None = None, callback: DeliveryCallback | None = None) -> int:
+        """Encode one record onto the batch (``future`` and ``callback`` to be told its fate); its
+        encoded size, or 0 when it does not fit (a first record always does).  The bytes are
+        those ``encode_records`` writes."""
+        parts = self.parts
+        i = len(parts) // PARTS_PER_RECORD
+        if i:
+            ts_delta = varint(ts - self.base_timestamp)
+            if ts > self.max_timestamp:
+                self.max_timestamp = ts
+        else:
+            self.base_timestamp = self.max_timestamp = ts
+            ts_delta = b"\x00"
+        offset_delta = varint(i)
+        hdrs = encode_headers(headers) if headers else b"\x00"
+        body = 1 + len(ts_delta) + len(offset_delta) + len(hdrs)
+        if key is None:
+            key_len, key = b"\x01", b""
+            body += 1
+        else:
+            key_len = varint(len(key))
+            body += len(key_len) + len(key)
+        if value is None:
+            value_len, value = b"\x01", b""
+            body += 1
+        else:
+            value_len = varint(len(value))
+            body += len(value_len) + len(value)
+        length = varint(body)
+        n = len(length) + body
+        if i and (self.closed or self.size + n > batch_size):
+            return 0
+        # The record's fields, not copied: they are joined once, when the batch is encoded.
+        parts += (length, b"\x00", ts_delta, offset_delta, key_len, key, value_len, value, hdrs)
+        self.size += n
+        if future is not None or callback is not None:
+            self.notify.append((i, ts, -1 if key_len == b"\x01" else len(key),
+                                -1 if value_len == b"\x01" else len(value), future, callback))
+        return n
 
     def encode(self, compression: int) -> bytes:
         """The RecordBatch bytes.  The one place producer id/epoch/sequence enter a batch."""
@@ -102,20 +155,29 @@ class ProducerBatch:
             elif self.rows is not None:
                 self.payload = build_batch(self.rows, **header)
             else:
-                # The same bytes as build_batch, encoded in one pass (see encode_records).
-                self.payload = build_batch_encoded(
-                    encode_records([(r.timestamp, r.key, r.value, r.headers) for r in self.records]), **header)
+                records = EncodedRecords(b"".join(self.parts), self.count, self.base_timestamp, self.max_timestamp)
+                self.payload = build_batch_encoded(records, **header)
         return self.payload
+
+    def record_info(self, i: int) -> tuple[int, int, int]:
+        """Record ``i``'s timestamp, key size and value size (-1: null), from its encoded fields."""
+        _length, _attributes, ts_delta, _offset, key_len, key, value_len, value, _headers = \
+            self.parts[i * PARTS_PER_RECORD:(i + 1) * PARTS_PER_RECORD]
+        return (self.base_timestamp + read_varint(ts_delta, 0)[0], -1 if key_len == b"\x01" else len(key),
+                -1 if value_len == b"\x01" else len(value))
 
     def metadata(self, i: int) -> RecordMetadata:
         """Where record ``i`` landed (offset -1 when unknown, as with acks=0)."""
-        r = self.records[i]
-        ts = self.log_append_time if self.log_append_time >= 0 else r.timestamp
-        return RecordMetadata(
-            self.tp.topic, self.tp.partition, self.base_offset + i if self.base_offset >= 0 else -1, ts,
-            len(r.key) if r.key is not None else -1,
-            len(r.value) if r.value is not None else -1,
-        )
+        ts, key_size, value_size = self.record_info(i)
+        return self._metadata(i, ts, key_size, value_size)
+
+    def _metadata(self, i: int, ts: int, key_size: int, value_size: int) -> RecordMetadata:
+        base = self.base_offset
+        if self.log_append_time >= 0:
+            ts = self.log_append_time
+        # tuple.__new__: RecordMetadata's own __new__ is a Python function, a call per record.
+        return _new_tuple(RecordMetadata, (self.tp.topic, self.tp.partition, base + i if base >= 0 else -1, ts,
+                                           key_size, value_size))
 
     def waiter(self) -> asyncio.Future:
         """An asyncio future (of the running loop) resolved when the batch is done."""
@@ -141,32 +203,53 @@ class ProducerBatch:
             self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, exc
             self.done = True
         self._event.set()
-        for i, r in enumerate(self.records):
-            if r.future is None and r.callback is None and not r.done_callbacks:
-                continue  # nobody to tell (the sync face's RecordFuture reads the batch)
-            md = None if exc is not None else self.metadata(i)
-            if r.future is not None and not r.future.done():
-                if exc is not None:
-                    r.future.set_exception(exc)
-                else:
-                    r.future.set_result(md)
-            if r.callback is not None:
-                _safe(r.callback, exc, md)
-            if r.done_callbacks:
-                for cb in r.done_callbacks:
-                    _safe(cb, RecordFuture(self, i))
+        if self.done_callbacks:
+            self._tell_in_order(exc)
+        elif exc is not None:
+            for _i, _ts, _ks, _vs, fut, cb in self.notify:
+                if fut is not None and not fut.done():
+                    fut.set_exception(exc)
+                if cb is not None:
+                    _safe(cb, exc, None)
+        else:
+            md = self._metadata
+            for i, ts, ks, vs, fut, cb in self.notify:
+                m = md(i, ts, ks, vs)
+                if fut is not None and not fut.done():
+                    fut.set_result(m)
+                if cb is not None:
+                    _safe(cb, None, m)
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+    def _tell_in_order(self, exc: BaseException | None) -> None:
+        """_finish when RecordFuture callbacks are registered too: record by record, each
+        record's future, then its on_delivery, then its done callbacks."""
+        assert self.done_callbacks is not None
+        notify = {n[0]: n for n in self.notify}
+        for i in sorted(notify.keys() | self.done_callbacks.keys()):
+            n = notify.get(i)
+            if n is not None:
+                _i, ts, ks, vs, fut, cb = n
+                m = None if exc is not None else self._metadata(i, ts, ks, vs)
+                if fut is not None and not fut.done():
+                    if exc is not None:
+                        fut.set_exception(exc)
+                    else:
+                        fut.set_result(m)
+                if cb is not None:
+                    _safe(cb, exc, m)
+            for fn in self.done_callbacks.get(i, ()):
+                _safe(fn, RecordFuture(self, i))
 
     def add_done_callback(self, i: int, fn: Callable[[Any], None]) -> bool:
         """Register ``fn`` for record ``i``; False if the batch is already done (call it yourself)."""
         with self._lock:
             if self.done:
                 return False
-            r = self.records[i]
-            if r.done_callbacks is None:
-                r.done_callbacks = []
-            r.done_callbacks.append(fn)
+            if self.done_callbacks is None:
+                self.done_callbacks = {}
+            self.done_callbacks.setdefault(i, []).append(fn)
             return True
 
 
@@ -245,20 +328,26 @@ class RecordAccumulator:
         self.space = asyncio.Event()
         self.space.set()
 
-    def append(self, tp: TopicPartition, rec: PendingRecord, now: int | None = None) -> tuple[ProducerBatch, bool]:
-        """Add ``rec``; return its batch and whether a new batch had to be opened (at ``now``,
-        by default the clock's: read only then)."""
+    def append(self, tp: TopicPartition, ts: int, key: bytes | None, value: bytes | None,
+               headers: list[tuple[str, bytes | None]] | None = None, future: asyncio.Future | None = None,
+               callback: DeliveryCallback | None = None, *, now: int | None = None) -> tuple[ProducerBatch, bool]:
+        """Encode a record onto ``tp``'s open batch (see ``ProducerBatch.append``); return the
+        batch and whether it had to be opened (at ``now``, by default the clock's: read only
+        then).  The record is the batch's last (``batch.count - 1``)."""
         q = self.batches.get(tp)
         if q is None:
             q = self.batches[tp] = deque()
-        if q:
-            before = q[-1].size
-            if q[-1].try_append(rec, self.batch_size):
-                self._grow(q[-1].size - before)
-                return q[-1], False
-            q[-1].closed = True
+        elif q:
+            b = q[-1]
+            n = b.append(ts, key, value, headers, self.batch_size, future, callback)
+            if n:
+                self.buffered_bytes += n
+                if self.buffered_bytes >= self.buffer_memory:
+                    self.space.clear()
+                return b, False
+            b.closed = True
         b = ProducerBatch(tp, now_ms() if now is None else now)
-        b.try_append(rec, self.batch_size)
+        b.append(ts, key, value, headers, self.batch_size, future, callback)
         q.append(b)
         self._grow(b.size)
         return b, True

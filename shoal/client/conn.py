@@ -12,7 +12,12 @@ import time
 from typing import Any
 
 from shoal.protocol.errors import DecodeError, ErrorCode
-from shoal.protocol.framing import decode_response_header, encode_request, response_header_version
+from shoal.protocol.framing import (
+    decode_response_header,
+    finish_frame,
+    response_header_version,
+    start_request,
+)
 from shoal.protocol.generated.api_keys import ApiKey
 
 from .errors import (
@@ -291,10 +296,14 @@ class BrokerConnection:
         assert self._transport is not None
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         cid = self._correlation
-        frame = encode_request(api_key, version, cid, self._client_id, request.encode(version))
+        # The body is encoded straight into the frame, and the frame handed over as a view: the
+        # transport copies only what the socket does not take at once (Produce frames are large).
+        frame = start_request(api_key, version, cid, self._client_id)
+        request.encode_into(frame, version)
+        finish_frame(frame)
         if fut is not None:
             self._pending[cid] = (fut, api_key, version)
-        self._transport.write(frame)
+        self._transport.write(memoryview(frame))
 
     async def drain(self) -> None:
         if self._protocol is not None:

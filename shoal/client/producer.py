@@ -26,7 +26,6 @@ from .accumulator import (
     COMPRESSION_CODES,
     RECORD_OVERHEAD,
     DeliveryCallback,
-    PendingRecord,
     ProducerBatch,
     RecordAccumulator,
 )
@@ -78,6 +77,8 @@ class AIOProducer(ProducerSender, AsyncCore):
             raise ValueError(f"unknown compression.type {ctype!r}")
         self.compression = COMPRESSION_CODES[ctype]
         self.partitioner = cfg["partitioner"] or DefaultPartitioner()
+        self._key_serializer: Callable[[Any], bytes] | None = cfg["key.serializer"]
+        self._value_serializer: Callable[[Any], bytes] | None = cfg["value.serializer"]
         self.client = KafkaClient(cfg)
         self.accumulator: RecordAccumulator | None = None
         self.transactional_id: str | None = cfg["transactional.id"]
@@ -241,43 +242,85 @@ class AIOProducer(ProducerSender, AsyncCore):
         *,
         on_delivery: DeliveryCallback | None = None,
     ) -> asyncio.Future:
-        """Enqueue one record; returns the future of its ``RecordMetadata``."""
-        await self._ready_to_send()
-        rec = self.make_record(key, value, headers, timestamp_ms, on_delivery)
-        rec.future = asyncio.get_running_loop().create_future()
-        n = await self._wait_to_append(topic, partition)
-        _batch, _index, wake = self.append(topic, partition, n, rec)
+        """Enqueue one record; returns the future of its ``RecordMetadata``.
+
+        Nothing is awaited while the topic's metadata is known and buffer.memory has room (the
+        common case): the record is encoded into its partition's open batch at once.
+        """
+        if self._closed or self.txn is not None or not self._started:
+            await self._ready_to_send()
+        ts, kb, vb, hdrs = self.serialize(key, value, headers, timestamp_ms)
+        fut = asyncio.get_running_loop().create_future()
+        queued = self.enqueue(topic, partition, ts, kb, vb, hdrs, fut, on_delivery)
+        while queued is None:
+            await self._wait_to_append(topic, partition)
+            queued = self.enqueue(topic, partition, ts, kb, vb, hdrs, fut, on_delivery)
+        _batch, _index, wake, full = queued
         if wake:
-            self._wakeup.set()
-        return rec.future
+            self._wakeup.set()  # type: ignore[union-attr]  # set by start()
+            if full:
+                # A full batch waits for the sender: let it run now, or a caller that sends in a
+                # loop would hold the loop (and the sender) until buffer.memory ran out.
+                await asyncio.sleep(0)
+        return fut
 
     # The steps of send, shared with the sync face (which runs them on the caller's thread).
 
-    def make_record(self, key: Any, value: Any, headers: Any, timestamp_ms: int | None,
-                    on_delivery: DeliveryCallback | None) -> PendingRecord:
-        """Serialize one record (thread-safe: touches no shared state)."""
-        cfg = self.config
+    def serialize(self, key: Any, value: Any, headers: Any, timestamp_ms: int | None
+                  ) -> tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]:
+        """One record's timestamp, key, value and headers as they are encoded (thread-safe:
+        touches no shared state)."""
+        kser, vser = self._key_serializer, self._value_serializer
         # bytes (or None) without a serializer, the common case, go through untouched.
-        kb = key if (key is None or type(key) is bytes) and cfg["key.serializer"] is None \
-            else _to_bytes(key, cfg["key.serializer"])
-        vb = value if (value is None or type(value) is bytes) and cfg["value.serializer"] is None \
-            else _to_bytes(value, cfg["value.serializer"])
+        kb = key if kser is None and (key is None or type(key) is bytes) else _to_bytes(key, kser)
+        vb = value if vser is None and (value is None or type(value) is bytes) else _to_bytes(value, vser)
+        hdrs = None
         if headers:
-            hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers)
-            hdrs = [(k, _to_bytes(v, None)) for k, v in hdrs]
-        else:
-            hdrs = []
-        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-        return PendingRecord(ts, kb, vb, hdrs, None, on_delivery)
+            hdrs = [(k, _to_bytes(v, None)) for k, v in (headers.items() if isinstance(headers, dict) else headers)]
+        return timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000, kb, vb, hdrs
+
+    def enqueue(self, topic: str, partition: int | None, ts: int, key: bytes | None, value: bytes | None,
+                headers: list[tuple[str, bytes | None]] | None, future: asyncio.Future | None,
+                on_delivery: DeliveryCallback | None) -> tuple[ProducerBatch, int, bool, bool] | None:
+        """Partition a serialized record and encode it onto its batch, without blocking (any
+        thread): (batch, index in it, whether to wake the sender, whether a full batch waits for
+        it). None when it must wait first for the topic's metadata or for buffer space
+        (``_wait_to_append``), then come again."""
+        acc = self.accumulator
+        assert acc is not None
+        info = self.client.cluster.topics.get(topic)
+        if info is None or info.error_code or not info.leaders or not acc.space.is_set():
+            return None
+        n = len(info.leaders)  # what partitions_for would say, without sorting them each send
+        if partition is not None and not 0 <= partition < n:
+            self.check_partition(topic, partition, n)
+        with acc.lock:
+            if partition is None:
+                partition = self.partitioner.partition(topic, key, n)
+            by_partition = self._tps.get(topic)
+            if by_partition is None:
+                by_partition = self._tps[topic] = {}
+            tp = by_partition.get(partition)
+            if tp is None:  # one TopicPartition per partition, not one per record
+                tp = by_partition[partition] = TopicPartition(topic, partition)
+            batch, new = acc.append(tp, ts, key, value, headers, future, on_delivery)
+            i = batch.count - 1
+            if new and key is None and hasattr(self.partitioner, "on_new_batch"):
+                # KIP-480: once a null-key batch is opened, later null-key records stick to another
+                # partition when this one closes (by size or linger).
+                batch.sticky_topic = (topic, n)
+            full = new and len(acc.batches[tp]) > 1  # the record did not fit in the open batch
+            return batch, i, new or batch.size >= acc.batch_size or acc.linger_ms == 0, full
 
     async def _wait_to_append(self, topic: str, partition: int | None) -> int:
         """Wait for the topic's metadata and for buffer space (max.block.ms each); its partition count."""
         info = self.client.cluster.topics.get(topic)
         if info is not None and not info.error_code and info.leaders:
-            n = len(info.leaders)  # what partitions_for would say, without sorting them each send
+            n = len(info.leaders)
         else:
             n = len(await self.partitions_for(topic))
         self.check_partition(topic, partition, n)
+        assert self.accumulator is not None
         if not self.accumulator.space.is_set():
             await self.wait_for_space()
         return n
@@ -294,26 +337,6 @@ class AIOProducer(ProducerSender, AsyncCore):
             await asyncio.wait_for(self.accumulator.space.wait(), self.config["max.block.ms"] / 1000)
         except TimeoutError:
             raise KafkaTimeoutError("buffer.memory exhausted for max.block.ms") from None
-
-    def append(self, topic: str, partition: int | None, n: int, rec: PendingRecord) -> tuple[ProducerBatch, int, bool]:
-        """Partition and append ``rec`` (any thread); returns (batch, index, whether to wake the sender)."""
-        acc = self.accumulator
-        assert acc is not None
-        with acc.lock:
-            if partition is None:
-                partition = self.partitioner.partition(topic, rec.key, n)
-            by_partition = self._tps.get(topic)
-            if by_partition is None:
-                by_partition = self._tps[topic] = {}
-            tp = by_partition.get(partition)
-            if tp is None:  # one TopicPartition per partition, not one per record
-                tp = by_partition[partition] = TopicPartition(topic, partition)
-            batch, new = acc.append(tp, rec)
-            if new and rec.key is None and hasattr(self.partitioner, "on_new_batch"):
-                # KIP-480: once a null-key batch is opened, later null-key records stick to another
-                # partition when this one closes (by size or linger).
-                batch.sticky_topic = (topic, n)
-            return batch, len(batch.records) - 1, new or batch.size >= acc.batch_size or acc.linger_ms == 0
 
     async def send_batch(self, topic: str, partition: int,
                          rows: list[tuple[int, bytes | None, bytes | None, Any]] | EncodedRecords

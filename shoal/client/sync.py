@@ -139,18 +139,16 @@ class Producer(_SyncFace):
     ) -> RecordFuture:
         """Enqueue one record; the future resolves when the broker acknowledges it."""
         core = self._core
-        core.check_can_send()
-        rec = core.make_record(key, value, headers, timestamp_ms, on_delivery)
-        parts = core.client.cluster.partitions_for(topic)
-        if parts is None:  # unknown topic: fetch its metadata on the loop (blocks up to max.block.ms)
-            parts = self._lt.run(core.partitions_for(topic))
-        core.check_partition(topic, partition, len(parts))
-        acc = core.accumulator
-        assert acc is not None and core._wakeup is not None
-        if not acc.space.is_set():
-            self._lt.run(core.wait_for_space())
-        batch, index, wake = core.append(topic, partition, len(parts), rec)
+        if core._closed or core.txn is not None:
+            core.check_can_send()
+        ts, kb, vb, hdrs = core.serialize(key, value, headers, timestamp_ms)
+        queued = core.enqueue(topic, partition, ts, kb, vb, hdrs, None, on_delivery)
+        while queued is None:  # unknown topic or buffer.memory used up: wait on the loop (max.block.ms)
+            self._lt.run(core._wait_to_append(topic, partition))
+            queued = core.enqueue(topic, partition, ts, kb, vb, hdrs, None, on_delivery)
+        batch, index, wake, _full = queued
         if wake:
+            assert core._wakeup is not None
             self._lt.loop.call_soon_threadsafe(core._wakeup.set)
         return RecordFuture(batch, index)
 

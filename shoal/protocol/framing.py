@@ -25,6 +25,7 @@ __all__ = [
     "encode_response",
     "request_header_version",
     "response_header_version",
+    "start_request",
 ]
 
 _I32 = struct.Struct(">i")
@@ -77,6 +78,14 @@ def encode_request(
     body: bytes | bytearray | memoryview,
 ) -> bytes:
     """A complete request frame: size prefix, header of the right version, body."""
+    out = start_request(api_key, api_version, correlation_id, client_id)
+    out += body
+    return bytes(finish_frame(out))
+
+
+def start_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytearray:
+    """A size placeholder and the request header; append the body (with ``encode_into``, so a
+    Produce request's records are copied once), then call ``finish_frame``."""
     hv = request_header_version(api_key, api_version)
     header = RequestHeader(
         request_api_key=api_key,
@@ -86,8 +95,7 @@ def encode_request(
     )
     out = bytearray(4)
     header.encode_into(out, hv)
-    out += body
-    return bytes(finish_frame(out))
+    return out
 
 
 def encode_response(correlation_id: int, header_version: int, body: bytes | bytearray | memoryview) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from google_crc32c import extend as _crc32c_extend
 from google_crc32c import value as _crc32c
 
 from shoal.protocol import compression as _compression
@@ -51,6 +52,10 @@ def _varint(n: int) -> bytes:
     if -1 <= n < _VARINT_CACHE_MAX:
         return _VARINT_CACHE[n + 1]
     return _encode_varint(n)
+
+
+# Public for the producer, which encodes each record into its batch as it is sent.
+varint = _varint
 
 
 # ---------------------------------------------------------------------------
@@ -106,26 +111,27 @@ def _assemble(
     base_sequence: int,
     partition_leader_epoch: int,
 ) -> bytes:
-    batch = bytearray(
-        _HEADER.pack(
-            base_offset,
-            MIN_BATCH_LENGTH + len(payload),
-            partition_leader_epoch,
-            MAGIC,
-            0,
-            attributes,
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        )
+    header = _HEADER.pack(
+        base_offset,
+        MIN_BATCH_LENGTH + len(payload),
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
     )
-    batch += payload
-    _U32.pack_into(batch, CRC_OFFSET, _crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
-    return bytes(batch)
+    # The CRC runs over the header after it, then the records: computed in two steps, so that
+    # the records are copied once, into the batch (a producer's batches are large).
+    if not isinstance(payload, bytes):
+        payload = bytes(payload)  # the checksum takes bytes only
+    crc = _crc32c_extend(_crc32c(header[ATTRIBUTES_OFFSET:]), payload)
+    return b"".join((header[:CRC_OFFSET], _U32.pack(crc), header[ATTRIBUTES_OFFSET:], payload))
 
 
 def _attributes(compression: int, timestamp_type: int, is_transactional: bool, is_control: bool) -> int:

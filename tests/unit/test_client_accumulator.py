@@ -10,50 +10,53 @@ import pytest
 
 from shoal.client.accumulator import (
     BATCH_OVERHEAD,
-    RECORD_OVERHEAD,
-    PendingRecord,
+    ProducerBatch,
     RecordAccumulator,
     RecordFuture,
 )
 from shoal.client.errors import KafkaTimeoutError
 from shoal.client.structs import RecordMetadata, TopicPartition
 from shoal.protocol.record_batch import iter_records, parse_header
+from shoal.protocol.record_encode import build_batch
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
 
 
-def rec(value: bytes = b"v" * 10, key: bytes | None = None, ts: int = 1000, **kw: object) -> PendingRecord:
-    return PendingRecord(ts, key, value, [], **kw)  # type: ignore[arg-type]
+def add(acc: RecordAccumulator, tp: TopicPartition = TP0, value: bytes = b"v" * 10, key: bytes | None = None,
+        ts: int = 1000, now: int = 0, **kw: object) -> tuple[ProducerBatch, bool]:
+    return acc.append(tp, ts, key, value, None, now=now, **kw)  # type: ignore[arg-type]
 
 
-def rsize(r: PendingRecord) -> int:
-    return RECORD_OVERHEAD + len(r.key or b"") + len(r.value or b"")
+def rsize(value: bytes = b"v" * 10, key: bytes | None = None, ts: int = 1000) -> int:
+    """A record's encoded size, as the first of a batch."""
+    return ProducerBatch(TP0, 0).append(ts, key, value, None, 0)
 
 
 def test_append_fills_a_batch_then_opens_the_next() -> None:
-    one = rsize(rec())
+    one = rsize()
     acc = RecordAccumulator(batch_size=BATCH_OVERHEAD + 3 * one, linger_ms=100, buffer_memory=1 << 20)
-    batches = [acc.append(TP0, rec(), 0) for _ in range(7)]
+    batches = [add(acc) for _ in range(7)]
     assert [new for _b, new in batches] == [True, False, False, True, False, False, True]
     q = acc.batches[TP0]
-    assert [len(b.records) for b in q] == [3, 3, 1]
+    assert [b.count for b in q] == [3, 3, 1]
+    assert all(b.size == BATCH_OVERHEAD + b.count * one for b in q)
     assert q[0].closed and q[1].closed and not q[2].closed
     assert acc.buffered_bytes == sum(b.size for b in q)
 
 
 def test_a_record_larger_than_batch_size_gets_a_batch_of_its_own() -> None:
     acc = RecordAccumulator(batch_size=100, linger_ms=0, buffer_memory=1 << 20)
-    b, new = acc.append(TP0, rec(b"x" * 500), 0)
-    assert new and len(b.records) == 1
-    b2, new2 = acc.append(TP0, rec(b"y"), 0)
+    b, new = add(acc, value=b"x" * 500)
+    assert new and b.count == 1
+    b2, new2 = add(acc, value=b"y")
     assert new2 and b2 is not b
 
 
 def test_ready_by_linger_size_flush_and_close() -> None:
     acc = RecordAccumulator(batch_size=1 << 20, linger_ms=50, buffer_memory=1 << 20)
-    acc.append(TP0, rec(), now=1000)
-    acc.append(TP1, rec(), now=1020)
+    add(acc, now=1000)
+    add(acc, TP1, now=1020)
     assert list(acc.ready(1049, False)) == []
     assert acc.next_deadline(1000) == 1050
     assert list(acc.ready(1050, False)) == [TP0]
@@ -65,7 +68,7 @@ def test_ready_by_linger_size_flush_and_close() -> None:
     b = acc.pop(TP0)
     assert b.closed and list(acc.ready(1070, False)) == [TP1]
     # A retried batch goes back to the head of its queue and waits out its backoff.
-    acc.append(TP0, rec(), now=1070)
+    add(acc, now=1070)
     b.retry_after_ms = 2000
     acc.reenqueue(b)
     assert acc.batches[TP0][0] is b
@@ -78,7 +81,7 @@ def test_buffer_memory_clears_and_sets_space() -> None:
     acc = RecordAccumulator(batch_size=200, linger_ms=0, buffer_memory=300)
     batches = []
     while acc.space.is_set():
-        batches.append(acc.append(TP0, rec(b"x" * 50), 0)[0])
+        batches.append(add(acc, value=b"x" * 50)[0])
     assert acc.buffered_bytes >= 300
     for b in {id(b): b for b in batches}.values():
         acc.release(b)
@@ -88,7 +91,7 @@ def test_buffer_memory_clears_and_sets_space() -> None:
 def test_batch_encodes_its_records_once() -> None:
     acc = RecordAccumulator(batch_size=1 << 20, linger_ms=0, buffer_memory=1 << 20)
     for i in range(5):
-        acc.append(TP0, PendingRecord(100 + i, b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)]), 0)
+        acc.append(TP0, 100 + i, b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)], now=0)
     b = acc.pop(TP0)
     payload = b.encode(compression=4)
     assert b.encode(compression=0) is payload  # retries resend identical bytes
@@ -98,16 +101,34 @@ def test_batch_encodes_its_records_once() -> None:
     assert got == [(i, 100 + i, b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)]) for i in range(5)]
 
 
+def test_records_encoded_as_they_come_are_build_batchs_bytes() -> None:
+    """Each record is encoded into its batch as it is appended: the batch must be the one
+    build_batch makes of the same records (timestamps out of order, null and empty keys and
+    values, headers, a large value whose lengths take several varint bytes)."""
+    rows = [(5000, None, b"a", None), (4990, b"", None, [("h", None), ("k", b"v")]),
+            (5300, b"key", b"x" * 20000, None), (5001, None, None, [("only", b"")])]
+    acc = RecordAccumulator(batch_size=1 << 20, linger_ms=0, buffer_memory=1 << 20)
+    for ts, k, v, h in rows:
+        acc.append(TP0, ts, k, v, h, now=0)
+    b = acc.pop(TP0)
+    b.producer_id, b.producer_epoch, b.base_sequence = 7, 1, 40
+    assert b.encode(0) == build_batch(rows, producer_id=7, producer_epoch=1, base_sequence=40)
+    assert b.size == len(b.encode(0))  # batch.size counts encoded bytes
+    b.complete(base_offset=10, log_append_time=-1)
+    assert [RecordFuture(b, i).result() for i in range(4)] == [
+        RecordMetadata("t", 0, 10, 5000, -1, 1), RecordMetadata("t", 0, 11, 4990, 0, -1),
+        RecordMetadata("t", 0, 12, 5300, 3, 20000), RecordMetadata("t", 0, 13, 5001, -1, -1)]
+
+
 def test_record_futures_complete_from_their_batch() -> None:
     acc = RecordAccumulator(batch_size=1 << 20, linger_ms=0, buffer_memory=1 << 20)
     delivered: list[tuple] = []
     done_cb: list[RecordMetadata] = []
     futs = []
     for i in range(3):
-        r = rec(b"v%d" % i, key=b"k" if i else None, ts=500 + i,
-                callback=lambda err, md: delivered.append((err, md)))
-        b, _ = acc.append(TP0, r, 0)
-        futs.append(RecordFuture(b, len(b.records) - 1))
+        b, _ = add(acc, value=b"v%d" % i, key=b"k" if i else None, ts=500 + i,
+                   callback=lambda err, md: delivered.append((err, md)))
+        futs.append(RecordFuture(b, b.count - 1))
     futs[1].add_done_callback(lambda f: done_cb.append(f.result()))
     assert not any(f.done() for f in futs)
     with pytest.raises(KafkaTimeoutError):
@@ -127,12 +148,11 @@ def test_record_futures_complete_from_their_batch() -> None:
 
 def test_log_append_time_and_failure() -> None:
     acc = RecordAccumulator(batch_size=1 << 20, linger_ms=0, buffer_memory=1 << 20)
-    b, _ = acc.append(TP0, rec(ts=1), 0)
+    b, _ = add(acc, ts=1)
     b.complete(base_offset=7, log_append_time=99)
     assert RecordFuture(b, 0).result().timestamp == 99
-    b2, _ = acc.append(TP1, rec(), 0)
     errs: list = []
-    b2.records[0].callback = lambda err, md: errs.append((err, md))
+    b2, _ = add(acc, TP1, callback=lambda err, md: errs.append((err, md)))
     boom = ValueError("boom")
     b2.fail(boom)
     f = RecordFuture(b2, 0)
@@ -149,15 +169,15 @@ def test_a_failing_callback_does_not_stop_the_others() -> None:
     def bad(err: object, md: object) -> None:
         raise RuntimeError("user bug")
 
-    b, _ = acc.append(TP0, rec(callback=bad), 0)
-    acc.append(TP0, rec(callback=lambda e, md: seen.append(md.offset)), 0)
+    b, _ = add(acc, callback=bad)
+    add(acc, callback=lambda e, md: seen.append(md.offset))
     b.complete(0, -1)
     assert seen == [1]
 
 
 def test_result_waits_across_threads() -> None:
     acc = RecordAccumulator(batch_size=1 << 20, linger_ms=0, buffer_memory=1 << 20)
-    b, _ = acc.append(TP0, rec(), 0)
+    b, _ = add(acc)
     f = RecordFuture(b, 0)
     threading.Timer(0.05, b.complete, (3, -1)).start()
     t = time.monotonic()
@@ -169,12 +189,12 @@ def test_asyncio_futures_and_waiter() -> None:
     async def main() -> None:
         acc = RecordAccumulator(batch_size=1 << 20, linger_ms=0, buffer_memory=1 << 20)
         loop = asyncio.get_running_loop()
-        r = rec(future=loop.create_future())
-        b, _ = acc.append(TP0, r, 0)
+        fut = loop.create_future()
+        b, _ = add(acc, future=fut)
         w = b.waiter()
         loop.call_later(0.01, b.complete, 5, -1)
         await asyncio.wait_for(w, 2)
-        assert (await r.future).offset == 5
+        assert (await fut).offset == 5
         assert b.waiter().done()
 
     asyncio.run(main())
