@@ -46,6 +46,8 @@ class SimCluster:
         self.watchers: list[Callable[[Broker], None]] = []
         self.before_crash: list[Callable[[Broker, list[int]], None]] = []  # told which nodes are about to die
         self.disk: SimDisk | None = None
+        # told, after a power cut, which partitions lost acknowledged data to a lying fsync
+        self.after_power_cut: list[Callable[[Broker, list[str]], None]] = []
         self._busy = asyncio.Lock()  # one crash or restart at a time
         self._repair: asyncio.Task[None] | None = None  # the restart after a failed fsync
 
@@ -86,8 +88,7 @@ class SimCluster:
                 disk.power_off()
             await asyncio.gather(*network.kill_all(), return_exceptions=True)
             await self.broker.close()
-            if disk is not None:
-                disk.power_cut()
+            broken = disk.power_cut() if disk is not None else []
             try:
                 await asyncio.sleep(down_s)
             finally:  # even when the run ends meanwhile: the final checks need a broker
@@ -96,6 +97,9 @@ class SimCluster:
                 network.set_broker(self.broker)
                 for watch in self.watchers:
                     watch(self.broker)
+                if broken:  # before any request reaches the new broker
+                    for told in self.after_power_cut:
+                        told(self.broker, broken)
                 network.trace.emit("cluster restarted")
 
     def jump_clock(self, ms: int) -> None:

@@ -20,7 +20,10 @@ Faults on the partition data files (``<topic>-<n>/*.log``, not the internal topi
 cluster metadata's): an append fails with ENOSPC after writing part of its bytes, or with EIO;
 an fsync fails with EIO (the broker takes that log offline; the run then restarts the cluster, as
 an operator would, with a power cut, since a failed fsync may have dropped the pages it could not
-write).
+write). And on the files `may_lie` names, an fsync now and then **lies**: it returns without
+making anything durable, and the file's next fsync tells the truth again. A power cut between the
+two loses data the broker acknowledged; `power_cut` names the partitions where that happened, so
+the invariants can excuse exactly those losses (and nothing else).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ class DiskRates:
     """How often the disk fails (per append or per fsync of a partition data file)."""
 
     write_error: float = 0.004  # an append fails (ENOSPC after a partial write, or EIO)
-    fsync_error: float = 0.0015  # an fsync fails with EIO
+    fsync_error: float = 0.003  # an fsync fails with EIO
+    lie: float = 0.03  # an fsync of a file `may_lie` names returns without syncing
     keep_unsynced: float = 0.5  # at a power cut, the chance that some unsynced appended bytes survive
     zeros: float = 0.2  # ... and that what survives of them reads as zeros
 
@@ -54,6 +58,7 @@ class DiskRates:
 class _File:
     durable_len: int
     saves: list[tuple[int, bytes]] = field(default_factory=list)  # durable bytes replaced since the sync
+    lied: bool = False  # the last fsync lied: what it claimed durable is not
 
 
 def _key(path: str | Path) -> str:
@@ -77,6 +82,7 @@ class SimDisk:
         self.rates = rates or DiskRates()
         self.powered = True
         self.on_fsync_error: Callable[[str], None] = lambda path: None
+        self.may_lie: Callable[[str], bool] = lambda path: False
         self._files: dict[str, _File] = {}
         self._fds: dict[int, tuple[str, bool]] = {}  # fd -> (path, opened for append)
 
@@ -161,6 +167,11 @@ class SimDisk:
             self.on_fsync_error(path)
             raise OSError(errno.EIO, "Input/output error (simulated)")
         f = self._file(path)
+        if not f.lied and self.may_lie(path) and self.rng.random() < self.rates.lie:
+            self.trace.fault("fsync-lie", f"fsync of {_short(path)} returns, nothing synced")
+            f.lied = True
+            return
+        f.lied = False
         f.durable_len = os.fstat(fd).st_size
         f.saves.clear()
 
@@ -198,9 +209,11 @@ class SimDisk:
         """From now on nothing reaches the files (the machine is going down)."""
         self.powered = False
 
-    def power_cut(self) -> None:
-        """Leave each file as the disk would after the cut; then the power is back."""
+    def power_cut(self) -> list[str]:
+        """Leave each file as the disk would after the cut; then the power is back. Returns the
+        partition directories (``<topic>-<n>``) that lost data an fsync had lied about."""
         cut = torn = 0
+        broken: set[str] = set()
         for path, f in sorted(self._files.items()):
             if not os.path.exists(path):
                 continue
@@ -222,6 +235,8 @@ class SimDisk:
                     kept = bytes(len(kept))
                 content += kept
                 torn += 1
+            if f.lied and content != now:
+                broken.add(os.path.basename(os.path.dirname(path)))
             with open(path, "r+b") as fh:
                 fh.write(content)
                 fh.truncate(len(content))
@@ -230,6 +245,9 @@ class SimDisk:
         self._fds.clear()
         self.powered = True
         self.trace.emit(f"power back: {cut} files lost unsynced writes, {torn} kept part of them")
+        for name in sorted(broken):  # counted with the faults: how often a lie was exposed
+            self.trace.fault("lie-exposed", f"{name} lost data a lying fsync had claimed durable")
+        return sorted(broken)
 
 
 def _short(path: str) -> str:

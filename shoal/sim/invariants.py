@@ -80,6 +80,25 @@ class Checker:
     _open_ops: dict[int, list[tuple[tuple[str, str, int], _OffsetOp]]] = field(default_factory=dict)
     _fetching: dict[int, int] = field(default_factory=dict)
     acked_records: int = 0
+    truncated: dict[TopicPartition, int] = field(default_factory=dict)  # where a lying disk cut the log
+
+    def lost_to_a_lie(self, broker: Broker, partition_dirs: list[str]) -> None:
+        """A power cut took acknowledged records from these partitions, which a lying fsync had
+        claimed durable: no broker can keep them, so the records from each log's new end on are
+        forgotten (and the high watermark may go back to it). Nothing else is excused."""
+        for name in partition_dirs:
+            topic, _, p = name.rpartition("-")
+            tp = (topic, int(p))
+            plog = broker.logs.get(*tp)
+            end = 0 if plog is None else plog.log_end_offset
+            self.truncated[tp] = end
+            for table, where in ((self.acked_at, self.acked_where), (self.read_at, self.read_where)):
+                for key in [k for k in table if k[0] == tp and k[1] >= end]:
+                    value = table.pop(key)
+                    if where.get(value) == key:
+                        del where[value]
+            self.max_hw[tp] = min(self.max_hw.get(tp, -1), end)
+            self.trace.emit(f"{tp[0]}-{tp[1]} lost acknowledged records from offset {end} (a lying fsync)")
 
     def fail(self, invariant: str, detail: str) -> None:
         self.trace.violation(invariant, detail)

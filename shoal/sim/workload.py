@@ -65,6 +65,10 @@ class WorkloadConfig:
     partition_share: float = 0.15  # of crash events, the share that cut a node off the network instead
 
 
+# what a partition answers a producer whose acknowledged batches it no longer has
+_SEQUENCE_LOST = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID})
+
+
 class IdempotentProducer(SimClient):
     """Sends one record at a time with its producer id and per-partition sequence, retrying a
     batch (same sequence) until the broker answers it."""
@@ -125,6 +129,10 @@ class IdempotentProducer(SimClient):
                 self.leaders.pop((self.topic, p), None)
                 await self.backoff()
                 continue
+            if part.error_code in _SEQUENCE_LOST and (self.topic, p) in self.checker.truncated:
+                # the broker lost this producer's acknowledged batches to a lying disk: as Java's
+                # idempotent producer does for these errors (KIP-360), a new epoch, sequences from 0
+                return "expired"
             self.checker.fail("produce-refused", f"{self.name}: {value.decode()} to {self.topic}-{p} refused with "
                                                  f"{ErrorCode(part.error_code).name}")
             return "refused"
@@ -151,6 +159,10 @@ class Reader(SimClient):
             if part.error_code in RETRY_ELSEWHERE:
                 self.leaders.pop(self.tp, None)
                 await self.backoff()
+                continue
+            end = self.checker.truncated.get(self.tp)
+            if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and end is not None and self.offset > end:
+                self.offset = end  # the log was cut back by a lying disk: read on from its new end
                 continue
             if part.error_code != 0:
                 self.checker.fail("fetch-refused", f"{self.name}: {topic}-{p}@{self.offset}: "

@@ -12,6 +12,7 @@ import pytest
 from shoal import clock
 from shoal.sim import loop as sim_loop
 from shoal.sim.__main__ import main as sim_main
+from shoal.sim.invariants import Checker
 from shoal.sim.plants import PLANTS
 from shoal.sim.run import SimConfig, run_seed
 
@@ -73,7 +74,18 @@ def test_seeds_run_clean_with_faults_injected() -> None:
             faults[kind] = faults.get(kind, 0) + n
     # every kind of fault happened somewhere in the range, so the clean result means something
     assert {"delay", "lose-request", "lose-response", "drop-connection", "duplicate", "node-crash",
-            "member-pause", "producer-pause", "cluster-restart", "clock-jump", "network-partition"} <= set(faults)
+            "member-pause", "producer-pause", "cluster-restart", "clock-jump", "network-partition",
+            "power-loss", "disk-full", "write-error", "fsync-error", "fsync-lie"} <= set(faults)
+
+
+def test_a_lying_fsync_loses_acknowledged_records_and_only_they_are_excused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # seed 3: an fsync of sim-1's log lies, and a power cut comes before the file's next fsync
+    result = run_seed(3, keep_lines=False)
+    assert result.ok and result.faults["lie-exposed"] == 1
+    # without the excuse the loss is a violation: the lie really cost acknowledged records
+    monkeypatch.setattr(Checker, "lost_to_a_lie", lambda self, broker, dirs: None)
+    unexcused = run_seed(3, keep_lines=False)
+    assert {v.invariant for v in unexcused.violations} == {"acked-record-lost"}
 
 
 @pytest.mark.parametrize("name", sorted(PLANTS))
