@@ -13,13 +13,15 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from shoal.sim.disk import DiskRates
 from shoal.sim.network import FaultRates
 from shoal.sim.run import SimConfig, SimResult, run_seed
 from shoal.sim.workload import WorkloadConfig
 
 # Fault kinds switched off whole, then counts halved toward their floor (field, floor).
 _OFF = ("slow", "lose_request", "lose_response", "drop_connection", "duplicate",
-        "crash_every_s", "restart_share", "clock_jump_share", "partition_share")
+        "crash_every_s", "restart_share", "clock_jump_share", "partition_share", "power_loss_share",
+        "write_error", "fsync_error", "lie")
 _COUNTS = (("admins", 0), ("txn_producers", 0), ("consumer_groups", 0), ("groups", 0), ("committers", 0), ("producers", 0),
            ("members_per_group", 1), ("consumer_members_per_group", 1), ("records_per_producer", 1),
            ("ops_per_committer", 1), ("transactions_per_producer", 1), ("admin_ops", 1), ("nodes", 1))
@@ -27,12 +29,14 @@ _COUNTS = (("admins", 0), ("txn_producers", 0), ("consumer_groups", 0), ("groups
 
 def settings(config: SimConfig) -> dict[str, Any]:
     """Every setting of ``config`` by name (the names `--set` takes)."""
-    return {"nodes": config.nodes, **dataclasses.asdict(config.workload), **dataclasses.asdict(config.rates)}
+    return {"nodes": config.nodes, **dataclasses.asdict(config.workload), **dataclasses.asdict(config.rates),
+            **dataclasses.asdict(config.disk)}
 
 
 def with_settings(config: SimConfig, changes: dict[str, Any]) -> SimConfig:
     """``config`` with some settings changed; a string value is parsed as the setting's type."""
     workload, rates = dataclasses.asdict(config.workload), dataclasses.asdict(config.rates)
+    disk = dataclasses.asdict(config.disk)
     nodes = config.nodes
     for name, value in changes.items():
         current = settings(config).get(name)
@@ -44,9 +48,11 @@ def with_settings(config: SimConfig, changes: dict[str, Any]) -> SimConfig:
             nodes = int(value)
         elif name in workload:
             workload[name] = value
+        elif name in disk:
+            disk[name] = value
         else:
             rates[name] = value
-    return SimConfig(nodes, WorkloadConfig(**workload), FaultRates(**rates))
+    return SimConfig(nodes, WorkloadConfig(**workload), FaultRates(**rates), DiskRates(**disk))
 
 
 def _parse(text: str, like: Any) -> Any:

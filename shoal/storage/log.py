@@ -161,12 +161,18 @@ class PartitionLog(LogRetention, TimestampLookups):
             start = leo if clean and not snapshots else self._log_start_offset
         if start >= leo:
             return
-        self._replay_producer_state(start)
+        replayed = self._replay_producer_state(start)
+        if self._syncs:
+            # the snapshot below lets the next recovery skip this replay: the aborted-transaction
+            # entries the replay rebuilt must be on disk first (simulator seed 1016)
+            for seg in replayed:
+                seg.txn_index.fsync()
         self.producer_state.expire(now_ms, expiration)
         self.take_snapshot()
 
-    def _replay_producer_state(self, start: int) -> None:
-        """Apply every producer batch from ``start`` to the log end, rebuilding the aborted index."""
+    def _replay_producer_state(self, start: int) -> list[Segment]:
+        """Apply every producer batch from ``start`` to the log end, rebuilding the aborted index;
+        the segments replayed."""
         state = self.producer_state
         i = max(bisect_right(self._bases, start) - 1, 0)
         for seg in self._segments[i:]:
@@ -182,6 +188,7 @@ class PartitionLog(LogRetention, TimestampLookups):
                         continue  # an emptied control batch (cleaned): nothing to apply
                 else:
                     state.apply_batch(h)
+        return self._segments[i:]
 
     def _apply_marker(self, seg: Segment, h: rb.BatchHeader, batch: bytes | memoryview) -> CompletedTxn | None:
         """Apply the control batch ``batch`` (of ``seg``) to the producer state, indexing an abort."""

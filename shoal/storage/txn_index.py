@@ -102,7 +102,9 @@ class TransactionIndex:
         if not self.entries:
             fileio.unlink(self.path)
             return
-        fileio.replace_file(self.path, b"".join(e.encode() for e in self.entries), fsync=False)
+        # synced: rare (recovery, compaction), and a rename without it may leave an empty file
+        # while the producer snapshot that makes rebuilding it unnecessary survives
+        fileio.replace_file(self.path, b"".join(e.encode() for e in self.entries), fsync=True)
 
     def reset(self, entries: list[AbortedTxn]) -> None:
         """Replace all entries (after compaction rewrote the segment)."""
