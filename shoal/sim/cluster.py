@@ -13,8 +13,11 @@ Two kinds of crash:
   zeroed tail now and then. A failed fsync (the disk's ``fsync-error``) takes its log offline; the
   cluster is then restarted this way soon after, as an operator would.
 
-Besides crashes, the wall clock now and then steps forward (``clock-jump``), and a node is now
-and then cut off from every client for a while (``network-partition``, in `SimNetwork`).
+Besides crashes, the wall clock now and then steps forward (``clock-jump``), a node is now and
+then cut off from every client for a while (``network-partition``, in `SimNetwork`), and a
+partition's leadership moves to another live node as an operator's reassignment moves it
+(``leader-move``: of a data topic, or of ``__consumer_offsets`` or ``__transaction_state``, whose
+coordinator then moves and replays its log on the new node).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class SimCluster:
         self.disk: SimDisk | None = None
         # told, after a power cut, which partitions lost acknowledged data to a lying fsync
         self.after_power_cut: list[Callable[[Broker, list[str]], None]] = []
+        self.before_move: list[Callable[[Broker, str, int], None]] = []  # told of a leadership move
+        self.movable_topics: list[str] = []
         self._busy = asyncio.Lock()  # one crash or restart at a time
         self._repair: asyncio.Task[None] | None = None  # the restart after a failed fsync
 
@@ -111,6 +116,27 @@ class SimCluster:
         loop.jump_wall_clock(ms)
         self.network.trace.fault("clock-jump", f"wall clock +{ms} ms")
 
+    async def move_leader(self, rng: random.Random) -> None:
+        """Reassign one partition so that another live node leads it (AlterPartitionReassignments
+        as the controller applies it)."""
+        network = self.network
+        assert network is not None
+        async with self._busy:
+            broker = self.broker
+            topics = [t for t in self.movable_topics if t in broker.metadata.topics]
+            live = [n for n in broker.node_ids if broker.nodes[n].running]
+            if not topics or len(live) < 2:
+                return
+            topic = rng.choice(topics)
+            p = rng.randrange(broker.metadata.topics[topic].num_partitions)
+            state = broker.metadata.partition(topic, p)
+            leader = rng.choice([n for n in live if n != state.leader])
+            replicas = [leader] + [r for r in state.replicas if r != leader][:max(len(state.replicas) - 1, 0)]
+            network.trace.fault("leader-move", f"{topic}-{p}: leader {state.leader} -> {leader}")
+            for told in self.before_move:
+                told(broker, topic, p)
+            await broker.reassign(topic, p, replicas)
+
     def fsync_failed(self, path: str) -> None:
         """A log went offline: restart the machine soon (once, however many logs failed)."""
         if self._repair is None or self._repair.done():
@@ -145,6 +171,9 @@ class SimCluster:
             if roll < config.clock_jump_share + config.restart_share + config.partition_share:
                 assert self.network is not None
                 self.network.isolate(rng.choice(self.broker.node_ids), down)
+                continue
+            if roll < config.clock_jump_share + config.restart_share + config.partition_share + config.move_share:
+                await self.move_leader(rng)
                 continue
             live = [n for n in self.broker.node_ids if self.broker.nodes[n].running]
             if len(live) >= 2:

@@ -133,6 +133,27 @@ def _skip_flush(real: Callable[..., Any]) -> Callable[..., Any]:
     return flush_if_due
 
 
+def _compaction_keeps_oldest(real: Callable[..., Any]) -> Callable[..., Any]:
+    """The cleaner's key map holds the *first* offset of each key instead of the last: compaction
+    keeps the oldest value of a key and drops the newer ones in the segments it cleans."""
+
+    def latest_offsets(log: Any, aborted: Any, limit: int | None) -> dict[bytes, int]:
+        rb = importlib.import_module("shoal.protocol.record_batch")
+        first: dict[bytes, int] = {}
+        for seg in log.segments:
+            for h, batch in seg.iter_batches():
+                if limit is not None and h.base_offset >= limit:
+                    return first
+                if h.is_control or (h.is_transactional and aborted.contains(h)):
+                    continue
+                for r in rb.iter_records(batch, h):
+                    if r.key is not None:
+                        first.setdefault(r.key, r.offset)
+        return first
+
+    return latest_offsets
+
+
 PLANTS: dict[str, Plant] = {p.name: p for p in [
     Plant("ack-before-append", "produce acknowledges a batch before appending it",
           "shoal.broker.handlers.produce", "append", _ack_before_append, found_within=1),
@@ -140,7 +161,7 @@ PLANTS: dict[str, Plant] = {p.name: p for p in [
           "shoal.coordinator.group.runtime", "load_offsets_log", _replay_without_tombstones, found_within=10),
     Plant("skip-generation-fence", "a classic group accepts offset commits from any generation",
           "shoal.coordinator.group.group", "ClassicGroup.validate_offset_commit", _skip_generation_fence,
-          found_within=10),
+          found_within=20),
     Plant("no-revoke", "a consumer-protocol partition is reassigned before its owner revokes it",
           "shoal.coordinator.group.consumer.heartbeat", "reconcile", _no_revoke, found_within=3),
     Plant("lso-past-open-txn", "the last stable offset passes an open transaction",
@@ -149,6 +170,8 @@ PLANTS: dict[str, Plant] = {p.name: p for p in [
           "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence, found_within=70),
     Plant("skip-flush", "a log acknowledges appends before fsync although flush.messages=1 asks for it",
           "shoal.storage.log", "PartitionLog._flush_if_due", _skip_flush, found_within=10),
+    Plant("compaction-keeps-oldest", "compaction keeps the oldest value of each key, not the newest",
+          "shoal.storage.cleaner", "_latest_offsets", _compaction_keeps_oldest, found_within=3),
 ]}
 
 

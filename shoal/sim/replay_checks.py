@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from shoal.broker.metadata import OFFSETS_TOPIC
 from shoal.coordinator.group.consumer.group import ConsumerGroup
 from shoal.coordinator.group.group import ClassicGroup, GroupState
 
@@ -78,6 +79,15 @@ class ReplayChecker:
             if rt is None:
                 continue
             for partition, shard in rt.settled_shards().items():
+                self.before[partition] = coordinator_state(shard)
+
+    def before_move(self, broker: Broker, topic: str, partition: int) -> None:
+        """An offsets partition's leadership is about to move: its coordinator's state now."""
+        if topic != OFFSETS_TOPIC:
+            return
+        for rt in broker.coordinators.runtimes.values():
+            shard = rt.settled_shards().get(partition)
+            if shard is not None:
                 self.before[partition] = coordinator_state(shard)
 
     def _replayed(self, partition: int, shard: GroupCoordinatorShard) -> None:

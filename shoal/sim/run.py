@@ -21,9 +21,11 @@ from typing import Any
 
 from shoal import entropy, fileio
 from shoal.broker.config import BrokerConfig
+from shoal.broker.metadata import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from shoal.sim import loop as sim_loop
 from shoal.sim.admin import AdminClient
 from shoal.sim.cluster import SimCluster
+from shoal.sim.compaction import TOPIC_CONFIGS, CompactionChecker, KeyedProducer
 from shoal.sim.consumer_checks import ConsumerChecker
 from shoal.sim.consumer_groups import ProtocolMember
 from shoal.sim.disk import DiskRates, SimDisk
@@ -86,6 +88,9 @@ def _broker_config(log_dir: str, partitions: int) -> BrokerConfig:
         "auto.create.topics.enable": "false",
         # every append synced before it is answered: then a power cut may lose nothing acknowledged
         "log.flush.interval.messages": "1",
+        # compaction (of the compacted topic and of the coordinators' logs) every quarter second
+        "log.cleaner.backoff.ms": "250", "offsets.topic.segment.bytes": "4096",
+        "transaction.state.log.segment.bytes": "4096",
     })
 
 
@@ -158,6 +163,9 @@ async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, ch
     broker = cluster.broker
     broker.create_topic(w.topic, w.partitions, min(3, config.nodes))
     broker.create_topic(w.txn_topic, w.partitions, min(3, config.nodes))
+    broker.create_topic(w.kv_topic, w.partitions, min(3, config.nodes), dict(TOPIC_CONFIGS))
+    compaction = CompactionChecker(trace, w.kv_topic, w.partitions)
+    checker.unchecked_topics.add(w.kv_topic)
     checker.broker = broker
     txn_checker = TxnChecker(trace, w.txn_topic, broker)
     network = cluster.network = SimNetwork(broker, random.Random(f"{seed}-net"), trace, config.rates)
@@ -167,24 +175,29 @@ async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, ch
     replay_checker.watch(broker)
     cluster.watchers.append(replay_checker.watch)
     cluster.before_crash.append(replay_checker.before_crash)
+    cluster.before_move.append(replay_checker.before_move)
+    cluster.movable_topics = [w.topic, w.txn_topic, OFFSETS_TOPIC, TRANSACTION_TOPIC]
     network.observers.append(checker.observe)
     network.observers.append(GroupChecker(trace, network.ghost_tokens).observe)
     network.observers.append(txn_checker.observe)
+    network.observers.append(compaction.observe)
     network.observers.append(ConsumerChecker(trace, ghosts=network.ghost_tokens).observe)
     trace.emit(f"seed {seed}: {config.nodes} nodes, topic {w.topic} x{w.partitions}")
     try:
-        await _drive(seed, config, cluster, trace, checker, txn_checker)
+        await _drive(seed, config, cluster, trace, checker, txn_checker, compaction)
         checker.final_check(cluster.broker, {w.topic: w.partitions})
         txn_checker.final_check(cluster.broker, w.partitions)
+        compaction.check(cluster.broker)
         trace.emit(f"end: {checker.acked_records} records acknowledged, {network.handled} requests handled, "
-                   f"{replay_checker.compared} coordinator replays compared")
+                   f"{replay_checker.compared} coordinator replays compared, {compaction.scans} compacted logs "
+                   f"checked, {cluster.broker.logs.records_compacted} records compacted since the last restart")
     finally:
         network.drop_all()
         await cluster.broker.close()
 
 
 async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace, checker: Checker,
-                 txn_checker: TxnChecker) -> None:
+                 txn_checker: TxnChecker, compaction: CompactionChecker) -> None:
     w = config.workload
     network = cluster.network
     nodes = list(cluster.broker.node_ids)
@@ -206,6 +219,9 @@ async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace
     workers += [client(TransactionalProducer, f"txn-producer-{i}", txn_checker=txn_checker, topic=w.txn_topic,
                        partitions=w.partitions, transactions=w.transactions_per_producer)
                 for i in range(w.txn_producers)]
+    workers += [client(KeyedProducer, f"kv-producer-{i}", checker=checker, compaction=compaction, topic=w.kv_topic,
+                       partitions=w.partitions, acks=-1, records=w.kv_records_per_producer, keys=w.kv_keys)
+                for i in range(w.kv_producers)]
     workers += [client(AdminClient, f"admin-{i}", ops=w.admin_ops, replication=min(3, config.nodes))
                 for i in range(w.admins)]
     readers = [client(Reader, f"reader-{p}", checker=checker, topic=w.topic, partition=p)
@@ -214,6 +230,7 @@ async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace
                        topic=w.txn_topic, partition=p) for p in range(w.partitions)]
     loop = asyncio.get_running_loop()
     background = [loop.create_task(r.run()) for r in readers]
+    background.append(loop.create_task(compaction.keep_checking(lambda: cluster.broker, 0.5)))
     if w.crash_every_s > 0:
         background.append(loop.create_task(cluster.crasher(random.Random(f"{seed}-crash"), w)))
     work = [loop.create_task(x.run()) for x in workers]

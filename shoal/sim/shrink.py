@@ -20,7 +20,7 @@ from shoal.sim.workload import WorkloadConfig
 
 # Fault kinds switched off whole, then counts halved toward their floor (field, floor).
 _OFF = ("slow", "lose_request", "lose_response", "drop_connection", "duplicate",
-        "crash_every_s", "restart_share", "clock_jump_share", "partition_share", "power_loss_share",
+        "crash_every_s", "restart_share", "clock_jump_share", "partition_share", "move_share", "power_loss_share",
         "write_error", "fsync_error", "lie")
 _COUNTS = (("admins", 0), ("txn_producers", 0), ("consumer_groups", 0), ("groups", 0), ("committers", 0), ("producers", 0),
            ("members_per_group", 1), ("consumer_members_per_group", 1), ("records_per_producer", 1),

@@ -54,6 +54,10 @@ class WorkloadConfig:
     member_lifetime_s: float = 12.0
     consumer_groups: int = 1  # KIP-848 consumer-protocol groups
     consumer_members_per_group: int = 3
+    kv_topic: str = "kv"  # compacted
+    kv_producers: int = 2
+    kv_records_per_producer: int = 25
+    kv_keys: int = 6
     admins: int = 1  # admin clients (topics of their own: create, add partitions, delete records, ...)
     admin_ops: int = 12
     duration_s: float = 60.0  # virtual seconds before the clients are stopped, done or not
@@ -63,6 +67,7 @@ class WorkloadConfig:
     power_loss_share: float = 0.5  # of those, the share that cut the power (unsynced writes lost)
     clock_jump_share: float = 0.1  # of crash events, the share that step the wall clock instead
     partition_share: float = 0.15  # of crash events, the share that cut a node off the network instead
+    move_share: float = 0.15  # of crash events, the share that move a partition's leadership instead
 
 
 # what a partition answers a producer whose acknowledged batches it no longer has

@@ -44,6 +44,7 @@ class LogManager:
         self.defaults = defaults
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._per_dir: dict[Path, int] = {d: 0 for d in self.log_dirs}  # open logs per log dir
+        self.records_compacted = 0  # records compaction removed since this manager started
 
     def load_existing(
         self, config_for: Callable[[str], LogConfig | None] | None = None, *, now_ms: int | None = None
@@ -152,7 +153,9 @@ class LogManager:
         for log in list(self._logs.values()):
             stats["segments_deleted"] += log.enforce_retention(now_ms)
             if log.needs_compaction(now_ms):
-                stats["records_compacted"] += log.compact(now_ms)
+                removed = log.compact(now_ms)
+                stats["records_compacted"] += removed
+                self.records_compacted += removed
             if log.maybe_flush(now_ms):
                 stats["logs_flushed"] += 1
             log.expire_producers(now_ms)
