@@ -14,11 +14,12 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal.clock import monotonic_ms as now_ms
 from shoal.protocol.record_batch import read_varint
 from shoal.protocol.record_encode import (
+    SMALL_VARINTS,
     EncodedRecords,
     build_batch,
     build_batch_encoded,
@@ -29,6 +30,9 @@ from shoal.protocol.record_encode import (
 from .errors import KafkaTimeoutError
 from .structs import RecordMetadata, TopicPartition
 
+if TYPE_CHECKING:
+    from .record_future import AIORecordFuture
+
 log = logging.getLogger(__name__)
 
 # Rough per-record overhead of the v2 record format, for sizing batches before encoding.
@@ -38,16 +42,17 @@ BATCH_OVERHEAD = 61
 # A record's encoded fields in ProducerBatch.parts: length, attributes, timestamp delta, offset
 # delta, key length, key, value length, value, headers.
 PARTS_PER_RECORD = 9
+_SMALL_LIMIT = len(SMALL_VARINTS)
 
 COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
 
 
-# A record's delivery must be told to someone: (index in the batch, timestamp, key size, value
-# size, the asyncio face's future or None, the on_delivery callback or None).  Kept only for
-# records that have a future or a callback; the sync face's RecordFuture reads the batch instead.
-Notify = tuple[int, int, int, int, asyncio.Future | None, DeliveryCallback | None]
+# A record whose delivery is reported to an on_delivery callback: (index in the batch, timestamp,
+# key size, value size, callback).  Records without one cost nothing when the batch completes:
+# their futures (RecordFuture, AIORecordFuture) read the batch when asked.
+Notify = tuple[int, int, int, int, DeliveryCallback]
 
 _new_tuple = tuple.__new__
 
@@ -59,8 +64,8 @@ class ProducerBatch:
     Records are encoded into ``parts`` (the pieces of the batch's records section) as they are
     appended, so a record costs no object of its own: what a delivery report needs (offset,
     timestamp, sizes) is read back from its pieces when asked for, or kept in ``notify`` for
-    records with a future or callback.  The batch's outcome (``complete``/``fail``, once) resolves them all, as Java's
-    ``ProduceRequestResult``.
+    records with an on_delivery callback.  The batch's outcome (``complete``/``fail``, once)
+    settles them all, as Java's ``ProduceRequestResult``.
     """
 
     tp: TopicPartition
@@ -72,10 +77,12 @@ class ProducerBatch:
     # The records section so far, PARTS_PER_RECORD byte strings a record, and the timestamps
     # the batch header needs (the first record's is the base of the others' deltas).
     parts: list[bytes] = field(default_factory=list, repr=False)
+    appended: int = 0  # records in parts
     base_timestamp: int = -1
     max_timestamp: int = -1
     notify: list[Notify] = field(default_factory=list, repr=False)
     done_callbacks: dict[int, list[Callable[[Any], None]]] | None = field(default=None, repr=False)
+    record_waiters: dict[int, AIORecordFuture] | None = field(default=None, repr=False)
     # Set once, at the first drain, so that retries resend identical bytes (same sequence).
     payload: bytes | None = None
     producer_id: int = -1
@@ -99,49 +106,50 @@ class ProducerBatch:
     def count(self) -> int:
         """Records in the batch (rows handed over whole, or records appended one by one)."""
         if self.rows is None:
-            return len(self.parts) // PARTS_PER_RECORD
+            return self.appended
         return self.rows.count if isinstance(self.rows, EncodedRecords) else len(self.rows)
 
     def append(self, ts: int, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes | None]] | None, batch_size: int,
-               future: asyncio.Future | None = None, callback: DeliveryCallback | None = None) -> int:
-        """Encode one record onto the batch (``future`` and ``callback`` to be told its fate); its
-        encoded size, or 0 when it does not fit (a first record always does).  The bytes are
-        those ``encode_records`` writes."""
-        parts = self.parts
-        i = len(parts) // PARTS_PER_RECORD
+               callback: DeliveryCallback | None = None) -> int:
+        """Encode one record onto the batch (``callback`` to be told its fate); its encoded size,
+        or 0 when it does not fit (a first record always does).  The bytes are those
+        ``encode_records`` writes."""
+        # The hot path of send: small varints are looked up inline (SMALL_VARINTS) rather than
+        # by a call each, a measurable share of a record's cost.
+        small, limit = SMALL_VARINTS, _SMALL_LIMIT
+        i = self.appended
         if i:
-            ts_delta = varint(ts - self.base_timestamp)
+            d = ts - self.base_timestamp
+            ts_delta = small[d] if 0 <= d < limit else varint(d)
             if ts > self.max_timestamp:
                 self.max_timestamp = ts
         else:
             self.base_timestamp = self.max_timestamp = ts
             ts_delta = b"\x00"
-        offset_delta = varint(i)
+        offset_delta = small[i] if i < limit else varint(i)
         hdrs = encode_headers(headers) if headers else b"\x00"
-        body = 1 + len(ts_delta) + len(offset_delta) + len(hdrs)
         if key is None:
-            key_len, key = b"\x01", b""
-            body += 1
+            key_len, key, key_size = b"\x01", b"", -1
         else:
-            key_len = varint(len(key))
-            body += len(key_len) + len(key)
+            key_size = len(key)
+            key_len = small[key_size] if key_size < limit else varint(key_size)
         if value is None:
-            value_len, value = b"\x01", b""
-            body += 1
+            value_len, value, value_size = b"\x01", b"", -1
         else:
-            value_len = varint(len(value))
-            body += len(value_len) + len(value)
-        length = varint(body)
+            value_size = len(value)
+            value_len = small[value_size] if value_size < limit else varint(value_size)
+        body = 1 + len(ts_delta) + len(offset_delta) + len(key_len) + len(key) + len(value_len) + len(value) + len(hdrs)
+        length = small[body] if body < limit else varint(body)
         n = len(length) + body
         if i and (self.closed or self.size + n > batch_size):
             return 0
         # The record's fields, not copied: they are joined once, when the batch is encoded.
-        parts += (length, b"\x00", ts_delta, offset_delta, key_len, key, value_len, value, hdrs)
+        self.parts += (length, b"\x00", ts_delta, offset_delta, key_len, key, value_len, value, hdrs)
+        self.appended = i + 1
         self.size += n
-        if future is not None or callback is not None:
-            self.notify.append((i, ts, -1 if key_len == b"\x01" else len(key),
-                                -1 if value_len == b"\x01" else len(value), future, callback))
+        if callback is not None:
+            self.notify.append((i, ts, key_size, value_size, callback))
         return n
 
     def encode(self, compression: int) -> bytes:
@@ -206,41 +214,41 @@ class ProducerBatch:
         if self.done_callbacks:
             self._tell_in_order(exc)
         elif exc is not None:
-            for _i, _ts, _ks, _vs, fut, cb in self.notify:
-                if fut is not None and not fut.done():
-                    fut.set_exception(exc)
-                if cb is not None:
-                    _safe(cb, exc, None)
+            for _i, _ts, _ks, _vs, cb in self.notify:
+                _safe(cb, exc, None)
         else:
-            md = self._metadata
-            for i, ts, ks, vs, fut, cb in self.notify:
-                m = md(i, ts, ks, vs)
-                if fut is not None and not fut.done():
-                    fut.set_result(m)
-                if cb is not None:
-                    _safe(cb, None, m)
+            topic, partition = self.tp
+            base = base_offset if base_offset >= 0 else -1
+            step = 1 if base_offset >= 0 else 0  # acks=0: every offset is -1
+            lat = log_append_time
+            for i, ts, ks, vs, cb in self.notify:
+                # self._metadata's tuple, built inline: this loop runs once per record.
+                _safe(cb, None, _new_tuple(RecordMetadata, (topic, partition, base + i * step,
+                                                            ts if lat < 0 else lat, ks, vs)))
+        if self.record_waiters:
+            for i in sorted(self.record_waiters):
+                self.record_waiters[i].batch_done()
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
     def _tell_in_order(self, exc: BaseException | None) -> None:
-        """_finish when RecordFuture callbacks are registered too: record by record, each
-        record's future, then its on_delivery, then its done callbacks."""
+        """_finish when RecordFuture callbacks are registered too: record by record, its
+        on_delivery, then its done callbacks."""
         assert self.done_callbacks is not None
         notify = {n[0]: n for n in self.notify}
         for i in sorted(notify.keys() | self.done_callbacks.keys()):
             n = notify.get(i)
             if n is not None:
-                _i, ts, ks, vs, fut, cb = n
-                m = None if exc is not None else self._metadata(i, ts, ks, vs)
-                if fut is not None and not fut.done():
-                    if exc is not None:
-                        fut.set_exception(exc)
-                    else:
-                        fut.set_result(m)
-                if cb is not None:
-                    _safe(cb, exc, m)
+                _i, ts, ks, vs, cb = n
+                _safe(cb, exc, None if exc is not None else self._metadata(i, ts, ks, vs))
             for fn in self.done_callbacks.get(i, ()):
                 _safe(fn, RecordFuture(self, i))
+
+    def add_record_waiter(self, i: int, future: AIORecordFuture) -> None:
+        """``future`` (record ``i``'s, on the loop that completes the batch) has callbacks to run."""
+        if self.record_waiters is None:
+            self.record_waiters = {}
+        self.record_waiters[i] = future
 
     def add_done_callback(self, i: int, fn: Callable[[Any], None]) -> bool:
         """Register ``fn`` for record ``i``; False if the batch is already done (call it yourself)."""
@@ -329,8 +337,8 @@ class RecordAccumulator:
         self.space.set()
 
     def append(self, tp: TopicPartition, ts: int, key: bytes | None, value: bytes | None,
-               headers: list[tuple[str, bytes | None]] | None = None, future: asyncio.Future | None = None,
-               callback: DeliveryCallback | None = None, *, now: int | None = None) -> tuple[ProducerBatch, bool]:
+               headers: list[tuple[str, bytes | None]] | None = None, callback: DeliveryCallback | None = None,
+               *, now: int | None = None) -> tuple[ProducerBatch, bool]:
         """Encode a record onto ``tp``'s open batch (see ``ProducerBatch.append``); return the
         batch and whether it had to be opened (at ``now``, by default the clock's: read only
         then).  The record is the batch's last (``batch.count - 1``)."""
@@ -339,7 +347,7 @@ class RecordAccumulator:
             q = self.batches[tp] = deque()
         elif q:
             b = q[-1]
-            n = b.append(ts, key, value, headers, self.batch_size, future, callback)
+            n = b.append(ts, key, value, headers, self.batch_size, callback)
             if n:
                 self.buffered_bytes += n
                 if self.buffered_bytes >= self.buffer_memory:
@@ -347,7 +355,7 @@ class RecordAccumulator:
                 return b, False
             b.closed = True
         b = ProducerBatch(tp, now_ms() if now is None else now)
-        b.append(ts, key, value, headers, self.batch_size, future, callback)
+        b.append(ts, key, value, headers, self.batch_size, callback)
         q.append(b)
         self._grow(b.size)
         return b, True

@@ -41,6 +41,7 @@ from .errors import (
 )
 from .partitioner import DefaultPartitioner
 from .protocol import request_class
+from .record_future import AIORecordFuture
 from .sender import ProducerSender
 from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 from .transactions import TransactionManager, TxnState, as_group_metadata
@@ -241,8 +242,9 @@ class AIOProducer(ProducerSender, AsyncCore):
         headers: list[tuple[str, bytes | None]] | dict[str, bytes | None] | None = None,
         *,
         on_delivery: DeliveryCallback | None = None,
-    ) -> asyncio.Future:
-        """Enqueue one record; returns the future of its ``RecordMetadata``.
+    ) -> AIORecordFuture:
+        """Enqueue one record; returns the future of its ``RecordMetadata`` (an asyncio future
+        read from the record's batch: see ``record_future``).
 
         Nothing is awaited while the topic's metadata is known and buffer.memory has room (the
         common case): the record is encoded into its partition's open batch at once.
@@ -250,19 +252,18 @@ class AIOProducer(ProducerSender, AsyncCore):
         if self._closed or self.txn is not None or not self._started:
             await self._ready_to_send()
         ts, kb, vb, hdrs = self.serialize(key, value, headers, timestamp_ms)
-        fut = asyncio.get_running_loop().create_future()
-        queued = self.enqueue(topic, partition, ts, kb, vb, hdrs, fut, on_delivery)
+        queued = self.enqueue(topic, partition, ts, kb, vb, hdrs, on_delivery)
         while queued is None:
             await self._wait_to_append(topic, partition)
-            queued = self.enqueue(topic, partition, ts, kb, vb, hdrs, fut, on_delivery)
-        _batch, _index, wake, full = queued
+            queued = self.enqueue(topic, partition, ts, kb, vb, hdrs, on_delivery)
+        batch, index, wake, full = queued
         if wake:
             self._wakeup.set()  # type: ignore[union-attr]  # set by start()
             if full:
                 # A full batch waits for the sender: let it run now, or a caller that sends in a
                 # loop would hold the loop (and the sender) until buffer.memory ran out.
                 await asyncio.sleep(0)
-        return fut
+        return AIORecordFuture(batch, index, asyncio.get_running_loop())
 
     # The steps of send, shared with the sync face (which runs them on the caller's thread).
 
@@ -280,8 +281,8 @@ class AIOProducer(ProducerSender, AsyncCore):
         return timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000, kb, vb, hdrs
 
     def enqueue(self, topic: str, partition: int | None, ts: int, key: bytes | None, value: bytes | None,
-                headers: list[tuple[str, bytes | None]] | None, future: asyncio.Future | None,
-                on_delivery: DeliveryCallback | None) -> tuple[ProducerBatch, int, bool, bool] | None:
+                headers: list[tuple[str, bytes | None]] | None, on_delivery: DeliveryCallback | None
+                ) -> tuple[ProducerBatch, int, bool, bool] | None:
         """Partition a serialized record and encode it onto its batch, without blocking (any
         thread): (batch, index in it, whether to wake the sender, whether a full batch waits for
         it). None when it must wait first for the topic's metadata or for buffer space
@@ -289,7 +290,8 @@ class AIOProducer(ProducerSender, AsyncCore):
         acc = self.accumulator
         assert acc is not None
         info = self.client.cluster.topics.get(topic)
-        if info is None or info.error_code or not info.leaders or not acc.space.is_set():
+        # buffered_bytes against buffer_memory is what acc.space stands for, read without a call.
+        if info is None or info.error_code or not info.leaders or acc.buffered_bytes >= acc.buffer_memory:
             return None
         n = len(info.leaders)  # what partitions_for would say, without sorting them each send
         if partition is not None and not 0 <= partition < n:
@@ -303,8 +305,8 @@ class AIOProducer(ProducerSender, AsyncCore):
             tp = by_partition.get(partition)
             if tp is None:  # one TopicPartition per partition, not one per record
                 tp = by_partition[partition] = TopicPartition(topic, partition)
-            batch, new = acc.append(tp, ts, key, value, headers, future, on_delivery)
-            i = batch.count - 1
+            batch, new = acc.append(tp, ts, key, value, headers, on_delivery)
+            i = batch.appended - 1
             if new and key is None and hasattr(self.partitioner, "on_new_batch"):
                 # KIP-480: once a null-key batch is opened, later null-key records stick to another
                 # partition when this one closes (by size or linger).

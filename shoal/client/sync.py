@@ -142,10 +142,10 @@ class Producer(_SyncFace):
         if core._closed or core.txn is not None:
             core.check_can_send()
         ts, kb, vb, hdrs = core.serialize(key, value, headers, timestamp_ms)
-        queued = core.enqueue(topic, partition, ts, kb, vb, hdrs, None, on_delivery)
+        queued = core.enqueue(topic, partition, ts, kb, vb, hdrs, on_delivery)
         while queued is None:  # unknown topic or buffer.memory used up: wait on the loop (max.block.ms)
             self._lt.run(core._wait_to_append(topic, partition))
-            queued = core.enqueue(topic, partition, ts, kb, vb, hdrs, None, on_delivery)
+            queued = core.enqueue(topic, partition, ts, kb, vb, hdrs, on_delivery)
         batch, index, wake, _full = queued
         if wake:
             assert core._wakeup is not None

@@ -54,8 +54,10 @@ def _varint(n: int) -> bytes:
     return _encode_varint(n)
 
 
-# Public for the producer, which encodes each record into its batch as it is sent.
+# Public for the producer, which encodes each record into its batch as it is sent: SMALL_VARINTS[n]
+# is varint(n) for 0 <= n < len(SMALL_VARINTS), without a call.
 varint = _varint
+SMALL_VARINTS = _VARINT_CACHE[1:]
 
 
 # ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from shoal.client.accumulator import (
     RecordFuture,
 )
 from shoal.client.errors import KafkaTimeoutError
+from shoal.client.record_future import AIORecordFuture
 from shoal.client.structs import RecordMetadata, TopicPartition
 from shoal.protocol.record_batch import iter_records, parse_header
 from shoal.protocol.record_encode import build_batch
@@ -189,8 +190,8 @@ def test_asyncio_futures_and_waiter() -> None:
     async def main() -> None:
         acc = RecordAccumulator(batch_size=1 << 20, linger_ms=0, buffer_memory=1 << 20)
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        b, _ = add(acc, future=fut)
+        b, _ = add(acc)
+        fut = AIORecordFuture(b, 0, loop)
         w = b.waiter()
         loop.call_later(0.01, b.complete, 5, -1)
         await asyncio.wait_for(w, 2)
