@@ -4,7 +4,7 @@
 - ``committed-offset-monotonic``: offsets members commit (generation >= 0) to a partition never
   go back: each new owner starts from what the last one committed. (A duplicate delivery of an
   old commit may legitimately set an older value, as a stale request would in Kafka: that one
-  is excused, and what follows is judged from the value it left.)
+  is excused, and what follows is judged from the lower of it and what was committed before.)
 - ``generation-fence``: an OffsetCommit from a member (generation >= 0) is refused once a newer
   generation is stored, and always from a member that is not in its generation: a zombie (a
   member that paused past its session) must not commit over the partition's new owner.
@@ -99,8 +99,9 @@ class GroupChecker:
             for p in t.partitions:
                 key = (request.group_id, t.name, p.partition_index)
                 before = self._highest.get(key, -1)
-                if stale:  # the offset really went back; owners after it start from there
-                    self._highest[key] = p.committed_offset
+                if stale:  # a late copy: if it set the offset back, owners after it start from there;
+                    # if it set it forward, the owner never saw that value and goes on from its own (seed 2907)
+                    self._highest[key] = min(before, p.committed_offset)
                 elif p.committed_offset < before:
                     self.trace.violation("committed-offset-monotonic", f"group {key[0]} {key[1]}-{key[2]}: "
                                                                        f"{request.member_id} committed "
