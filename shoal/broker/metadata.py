@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shoal import entropy
+from shoal import entropy, fileio
 from shoal.broker.metadata_log import MetadataLog
 from shoal.broker.quotas import AlterResult, QuotaStore
 from shoal.broker.security.authorizer import (
@@ -119,7 +119,7 @@ class ClusterMetadata:
                           elect=False)
             self.broker_configs = {str(k): dict(v) for k, v in legacy.get("broker_configs", {}).items()}
             self._log.rewrite(self._snapshot())
-            self._log.legacy.unlink()
+            fileio.unlink(self._log.legacy)
         for record in self._log.replay():
             self._apply(record)
         for name in list(self.topics):
