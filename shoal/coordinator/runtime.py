@@ -60,6 +60,18 @@ class Partition(Generic[ShardT]):
     timer_task: asyncio.Task | None = None
 
 
+# What a client is told when a coordinator's write to its log fails, as Kafka's coordinators
+# translate it: errors a client would not retry (a storage error is fatal to Java's commitSync)
+# become "find the coordinator again".
+_WRITE_ERRORS = {
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
 class CoordinatorRuntime(Generic[ShardT]):
     """The coordinator of one kind on one broker node: partitions, persistence, timers."""
 
@@ -75,6 +87,9 @@ class CoordinatorRuntime(Generic[ShardT]):
         self._partition_for = partition_for
         self._partitions: dict[int, Partition[ShardT]] = {}
         self._pending: dict[int, _Pending] = {}
+        # Rebuilds after a failed append, not yet started: cancelled when the partition is unloaded
+        # (it moved) or the runtime closes, or a zombie shard would write beside the new owner.
+        self._reloads: dict[int, asyncio.Task[None]] = {}
         self._tokens = itertools.count(1)
         # Told (partition, shard) once a partition's log is replayed, before the shard acts on being
         # loaded: the simulator compares that state with the one before a crash.
@@ -154,7 +169,12 @@ class CoordinatorRuntime(Generic[ShardT]):
         async with part.lock:
             started = time.monotonic()
             # Off the event loop: other partitions keep being served while this one loads.
-            loaded = await asyncio.to_thread(self.read_log, plog)
+            try:
+                loaded = await asyncio.to_thread(self.read_log, plog)
+            except Exception:
+                if self._partitions.get(partition) is part:  # not "loading" forever: not coordinator
+                    del self._partitions[partition]
+                raise
             for _ in part.shard.replay_loaded(loaded):
                 await asyncio.sleep(0)
             if self._partitions.get(partition) is not part:
@@ -169,6 +189,9 @@ class CoordinatorRuntime(Generic[ShardT]):
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating `partition`: parked requests are answered (NOT_COORDINATOR)."""
+        reload = self._reloads.pop(partition, None)
+        if reload is not None:
+            reload.cancel()
         part = self._partitions.pop(partition, None)
         if part is None:
             return
@@ -176,14 +199,20 @@ class CoordinatorRuntime(Generic[ShardT]):
             part.timer_task.cancel()
         self._resolve(part.shard.unload())
 
-    async def _reload(self, partition: int, part: Partition[ShardT]) -> None:
-        """After a failed append the shard may be ahead of its log: rebuild it from the log."""
+    def _drop_after_failed_append(self, partition: int, part: Partition[ShardT]) -> None:
+        """The shard applied what it emitted but its log did not take it: stop serving the shard at
+        once (no request may read what was never written) and rebuild it from the log a moment later."""
         if self._partitions.get(partition) is part:
             self.unload_partition(partition)
-            try:
-                await self.load_partition(partition)
-            except Exception:
-                log.exception("%s: reloading %s-%d failed", self.name, self.topic, partition)
+            self._reloads[partition] = asyncio.get_running_loop().create_task(self._load_again(partition))
+
+    async def _load_again(self, partition: int) -> None:
+        await asyncio.sleep(0.1)  # a disk that just failed: not in a tight loop
+        self._reloads.pop(partition, None)  # from here on an unload finds the partition loading
+        try:
+            await self.load_partition(partition)
+        except Exception:  # an offline log: the partition stays unserved (NOT_COORDINATOR) until a restart
+            log.exception("%s: reloading %s-%d failed", self.name, self.topic, partition)
 
     # ---------------------------------------------------------------- requests and events
     async def run(self, partition: int, api_key: ApiKey, api_version: int, request: Any,
@@ -265,6 +294,7 @@ class CoordinatorRuntime(Generic[ShardT]):
                 if code == ErrorCode.NONE:  # not a Kafka error: unexpected
                     log.exception("%s: failed to append records to %s", self.name, part.log)
                     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                code = _WRITE_ERRORS.get(code, code)
                 for token, _ in result.responses:
                     p = self._pending.get(token)
                     if p is not None and not p.future.done():
@@ -272,7 +302,7 @@ class CoordinatorRuntime(Generic[ShardT]):
                                             self.error_response(p.api_key, p.api_version, p.request,
                                                                 ErrorCode(code)))
                 # The shard applied what it emitted; the log says otherwise: the log wins.
-                asyncio.get_running_loop().create_task(self._reload(partition, part))
+                self._drop_after_failed_append(partition, part)
                 return
         self._resolve(result)
         if result.markers:
@@ -315,7 +345,8 @@ class CoordinatorRuntime(Generic[ShardT]):
     async def close(self) -> None:
         """Unload everything (parked requests get NOT_COORDINATOR)."""
         tasks = [p.timer_task for p in self._partitions.values() if p.timer_task is not None]
-        for partition in list(self._partitions):
+        tasks += self._reloads.values()
+        for partition in list(self._partitions) + list(self._reloads):
             self.unload_partition(partition)
         for t in tasks:
             try:

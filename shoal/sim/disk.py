@@ -16,8 +16,8 @@ Directory entries (creates, renames, deletes) are durable at once: a file create
 comes back empty, one renamed over another without a sync comes back empty (ext4's zero-length
 file after rename), not missing. That is kinder than a real file system, and stated.
 
-Faults on the partition data files (``<topic>-<n>/*.log``, not the internal topics' or the
-cluster metadata's): an append fails with ENOSPC after writing part of its bytes, or with EIO;
+Faults on the partition logs (``<topic>-<n>/*.log``, the coordinators' topics included; not the
+cluster metadata log): an append fails with ENOSPC after writing part of its bytes, or with EIO;
 an fsync fails with EIO (the broker takes that log offline; the run then restarts the cluster, as
 an operator would, with a power cut, since a failed fsync may have dropped the pages it could not
 write). And on the files `may_lie` names, an fsync now and then **lies**: it returns without
@@ -65,11 +65,12 @@ def _key(path: str | Path) -> str:
     return os.path.normpath(os.fspath(path))
 
 
-_PARTITION_DIR = re.compile(r"[^_].*-\d+")
+_PARTITION_DIR = re.compile(r".+-\d+")
 
 
 def _faulty(path: str) -> bool:
-    """A partition data log (not an internal topic's): where the disk's faults are injected."""
+    """A partition's log (the coordinators' topics included; not the cluster metadata log): where
+    the disk's faults are injected."""
     return path.endswith(".log") and _PARTITION_DIR.fullmatch(os.path.basename(os.path.dirname(path))) is not None
 
 

@@ -469,11 +469,14 @@ class PartitionLog(LogRetention, TimestampLookups):
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment written since the last flush (log data and indexes); a failed fsync
         takes the log offline."""
-        try:
-            for seg in self._segments:
+        for i, seg in enumerate(self._segments):
+            try:
                 seg.fsync()
-        except OSError as e:
-            self._fail(f"fsync failed: {e}")
+            except OSError as e:
+                if self._syncs:  # nothing past the last good fsync was promised: cut it (see cut_to_synced)
+                    for later in self._segments[i:]:
+                        later.cut_to_synced()
+                self._fail(f"fsync failed: {e}")
         self._unflushed_messages = 0
         self._last_flush_ms = wall_clock_ms() if now_ms is None else now_ms
 

@@ -82,6 +82,7 @@ class Segment:
         self.first_batch_timestamp: int | None = None  # rolling base for segment.ms
         self.next_offset = base_offset  # one past the last offset written here
         self.dirty = False  # written since the last fsync
+        self.synced_size = self.size  # the length the last fsync covered (what was there at open)
 
     @property
     def fd(self) -> int:
@@ -176,6 +177,7 @@ class Segment:
         if truncated:
             fileio.ftruncate(self.fd, valid_end)
             self.size = valid_end
+            self.synced_size = min(self.synced_size, valid_end)
         self.offset_index.reset(entries)
         self.time_index.reset(tentries)
         self.first_batch_timestamp = None
@@ -271,6 +273,16 @@ class Segment:
             self.time_index.fsync()
             self.txn_index.fsync()
             self.dirty = False
+            self.synced_size = self.size
+
+    def cut_to_synced(self) -> None:
+        """After a failed fsync: drop what the last good fsync did not cover, so that a restart
+        never reads back a write whose sync failed (the OS may still hold it in its cache after
+        giving up on writing it). Best effort: the disk is failing."""
+        try:
+            fileio.ftruncate(self.fd, self.synced_size)
+        except OSError:
+            pass
 
     # -- reading -----------------------------------------------------------
 
