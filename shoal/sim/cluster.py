@@ -103,8 +103,8 @@ class SimCluster:
                 for watch in self.watchers:
                     watch(self.broker)
                 if broken:  # before any request reaches the new broker
-                    for told in self.after_power_cut:
-                        told(self.broker, broken)
+                    for hook in self.after_power_cut:
+                        hook(self.broker, broken)
                 network.trace.emit("cluster restarted")
 
     def jump_clock(self, ms: int) -> None:
