@@ -109,6 +109,37 @@ def test_truncated_records_are_corrupt() -> None:
         decode_records(payload[:-5], h, "t", 0)
 
 
+
+def test_records_without_headers_each_get_their_own_list() -> None:
+    data = build_batch([(5, None if i % 2 else b"k", b"v", [("h", b"1")] if i == 3 else None) for i in range(6)])
+    h = rb.parse_header(data)
+    recs = decode_records(bytes(rb.records_payload(data, h)), h, "t", 0)
+    assert [r.key for r in recs] == [b"k", None] * 3 and recs[3].headers == [("h", b"1")]
+    recs[0].headers.append(("x", None))
+    assert [r.headers for r in recs] == [[("x", None)], [], [], [("h", b"1")], [], []]
+
+
+def test_a_batch_whose_count_says_contiguous_but_offsets_are_not_is_corrupt() -> None:
+    data = build_batch([(5, None, b"v", None), (5, None, b"w", None)], base_offset=10)
+    h = rb.parse_header(data)
+    payload = bytearray(rb.records_payload(data, h))
+    assert payload[1:4] == b"\x00\x00\x00"  # attributes, timestamp delta, offset delta of the first record
+    payload[3] = 2  # offset delta 1: offsets 11, 11
+    with pytest.raises(rb.CorruptRecordError, match="out-of-order"):
+        decode_records(bytes(payload), h, "t", 0)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 3])
+def test_crc_checked_batches_are_decoded_from_the_crc_copy(codec: int) -> None:
+    rng = random.Random(11)
+    data = b"".join(build_batch(rows(rng, n), base_offset=base, compression=codec) for base, n in ((0, 30), (30, 20)))
+    checked, unchecked = CompletedFetch(TP, 0, memoryview(data), check_crcs=True), CompletedFetch(TP, 0, data,
+                                                                                                  check_crcs=False)
+    batches = [b for _, b in checked._segments]
+    assert all(b._data is None for b in batches)  # the response's buffer is not kept
+    assert checked.take(100) == unchecked.take(100) == eager(data, 0)
+
+
 @pytest.mark.parametrize("codec", [0, 1, 3])
 @pytest.mark.parametrize("touch", [True, False])
 def test_lazy_poll_equals_eager_plain_and_compressed(codec: int, touch: bool) -> None:
