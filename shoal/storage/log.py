@@ -548,10 +548,14 @@ class PartitionLog(LogRetention, TimestampLookups):
             self._closed = True
             return
         self.take_snapshot()
-        self.flush()
+        try:
+            self.flush()
+        except StorageError:  # the last fsync failed: closed as an offline log, without the marker
+            pass
         for seg in self._segments:
             seg.close()
-        fileio.write_bytes(self.dir / CLEAN_SHUTDOWN_FILE, b"")
+        if self._failed is None:
+            fileio.write_bytes(self.dir / CLEAN_SHUTDOWN_FILE, b"")
         self._closed = True
 
     def delete(self) -> None:

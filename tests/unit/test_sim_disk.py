@@ -241,3 +241,19 @@ def test_recovery_keeps_the_aborted_index_it_rebuilds_before_its_snapshot(disk: 
         log = PartitionLog(d, config, now_ms=T0)
     assert [(a.producer_id, a.first_offset) for a in log.aborted_transactions(0, log.log_end_offset)] == [(7, 0)]
     log.close()
+
+
+def test_a_failed_fsync_at_close_closes_without_the_clean_marker(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    failing = _FailingDisk()
+    monkeypatch.setattr(fileio, "_disk", failing)
+    d = tmp_path / "topic-0"
+    log = PartitionLog(d, LogConfig(), now_ms=T0)  # no flush policy: the only fsync is close's
+    log.append(_batch(0), T0)
+    failing.fail_sync = True
+    log.close()  # no exception out of a shutdown
+    assert log.offline and not (d / ".clean-shutdown").exists()
+    failing.fail_sync = False
+    log = PartitionLog(d, LogConfig(), now_ms=T0)  # recovered with CRC checks; nothing was cut
+    assert _values(log) == [b"value-0"]
+    log.close()
