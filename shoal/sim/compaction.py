@@ -23,6 +23,7 @@ from shoal.clock import now_ms
 from shoal.protocol import record_batch as rb
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.record_encode import build_batch
+from shoal.sim.invariants import log_batches
 from shoal.sim.workload import IdempotentProducer
 from shoal.storage import StorageError
 
@@ -107,19 +108,9 @@ def _value(value: Any) -> bytes | None:
 
 def _scan(plog: Any) -> list[tuple[int, Record]]:
     """(offset, record) of every data record from the log start to the high watermark."""
-    out = []
-    offset, end = plog.log_start_offset, plog.high_watermark
-    while offset < end:
-        buf = plog.read(offset, 1 << 20, max_offset=end)
-        if not buf:
-            break
-        for h in rb.iter_batches(buf):
-            if not h.is_control:
-                for r in rb.iter_records(buf, h):
-                    if r.offset >= offset:
-                        out.append((r.offset, (bytes(r.key or b""), _value(r.value))))
-            offset = h.last_offset + 1
-    return out
+    return [(r.offset, (bytes(r.key or b""), _value(r.value)))
+            for buf, h in log_batches(plog, plog.high_watermark) if not h.is_control
+            for r in rb.iter_records(buf, h) if r.offset >= plog.log_start_offset]
 
 
 class KeyedProducer(IdempotentProducer):

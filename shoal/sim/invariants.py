@@ -21,6 +21,7 @@ partition logs for the final accounting.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,19 @@ if TYPE_CHECKING:
 
 TopicPartition = tuple[str, int]
 ADMIN_TOPIC_PREFIX = "adm-"  # the topics of `shoal.sim.admin`
+
+
+def log_batches(plog: Any, end: int) -> Iterator[tuple[bytes | memoryview, rb.BatchHeader]]:
+    """(buffer, header) of every batch of ``plog`` from its start up to ``end``, read in process
+    (the final scans and the compaction checks)."""
+    offset = plog.log_start_offset
+    while offset < end:
+        buf = plog.read(offset, 1 << 20, max_offset=end)
+        if not buf:
+            return
+        for h in rb.iter_batches(buf):
+            yield buf, h
+            offset = h.last_offset + 1
 
 
 class EpochOrder:
@@ -238,28 +252,22 @@ class Checker:
                 self._scan((topic, p), broker.partition_log(topic, p))
 
     def _scan(self, tp: TopicPartition, plog: Any) -> None:
-        offset, end = plog.log_start_offset, plog.log_end_offset
         found: dict[int, bytes] = {}
         where: dict[bytes, int] = {}
         epochs = EpochOrder(f"{tp[0]}-{tp[1]}")
-        expected = offset
-        while offset < end:
-            buf = plog.read(offset, 1 << 20)
-            if not buf:
-                break
-            for h in rb.iter_batches(buf):
-                if (wrong := epochs.went_back(h)) is not None:
-                    self.fail("epoch-fence", wrong)
-                if h.base_offset != expected:
-                    self.fail("offsets-dense", f"{tp}: batch at {h.base_offset}, expected {expected}")
-                expected = h.base_offset + h.last_offset_delta + 1
-                for r in rb.iter_records(buf, h):
-                    value = bytes(r.value or b"")
-                    if value in where:
-                        self.fail("idempotent-duplicate", f"{tp}: {value!r} at {where[value]} and {r.offset}")
-                    where[value] = r.offset
-                    found[r.offset] = value
-            offset = expected
+        expected = plog.log_start_offset
+        for buf, h in log_batches(plog, plog.log_end_offset):
+            if (wrong := epochs.went_back(h)) is not None:
+                self.fail("epoch-fence", wrong)
+            if h.base_offset != expected:
+                self.fail("offsets-dense", f"{tp}: batch at {h.base_offset}, expected {expected}")
+            expected = h.base_offset + h.last_offset_delta + 1
+            for r in rb.iter_records(buf, h):
+                value = bytes(r.value or b"")
+                if value in where:
+                    self.fail("idempotent-duplicate", f"{tp}: {value!r} at {where[value]} and {r.offset}")
+                where[value] = r.offset
+                found[r.offset] = value
         for (atp, off), value in self.acked_at.items():
             if atp == tp and found.get(off) != value:
                 self.fail("acked-record-lost", f"{tp}@{off}: acknowledged {value!r}, log has {found.get(off)!r}")
