@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from shoal.clock import now_ms
+from shoal.clock import monotonic_ms, now_ms
 from shoal.coordinator.loader import latest_records
 from shoal.coordinator.partitioning import partition_for
 from shoal.coordinator.result import CoordinatorResult, ShardRequest
@@ -79,11 +79,13 @@ class CoordinatorRuntime(Generic[ShardT]):
     name = "coordinator"
 
     def __init__(self, node_id: int, log_manager: Any, *, log_config: LogConfig,
-                 clock_ms: Callable[[], int] = now_ms, partition_for: Callable[[str], int] | None = None) -> None:
+                 clock_ms: Callable[[], int] = now_ms, partition_for: Callable[[str], int] | None = None,
+                 monotonic_clock_ms: Callable[[], int] = monotonic_ms) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.log_config = log_config
-        self.clock_ms = clock_ms
+        self.clock_ms = clock_ms  # record timestamps and the times shards store
+        self.monotonic_clock_ms = monotonic_clock_ms  # when the shards' timers fire
         self._partition_for = partition_for
         self._partitions: dict[int, Partition[ShardT]] = {}
         self._pending: dict[int, _Pending] = {}
@@ -184,7 +186,7 @@ class CoordinatorRuntime(Generic[ShardT]):
             part.loading = False
             log.info("%s: finished loading %s-%d in %d milliseconds", self.name, self.topic, partition,
                      (time.monotonic() - started) * 1000)
-            await self._apply(partition, part, part.shard.on_loaded(self.clock_ms()))
+            await self._apply(partition, part, part.shard.on_loaded(self._now(part)))
         part.timer_task = asyncio.get_running_loop().create_task(self._timer_loop(partition, part))
 
     def unload_partition(self, partition: int) -> None:
@@ -215,6 +217,13 @@ class CoordinatorRuntime(Generic[ShardT]):
             log.exception("%s: reloading %s-%d failed", self.name, self.topic, partition)
 
     # ---------------------------------------------------------------- requests and events
+    def _now(self, part: Partition[ShardT]) -> int:
+        """The wall-clock time a step of `part`'s shard runs at, its timers anchored to the monotonic
+        clock at the same instant (they fire on that, as Kafka's do)."""
+        now = self.clock_ms()
+        part.shard.timers.anchor(now, self.monotonic_clock_ms())
+        return now
+
     async def run(self, partition: int, api_key: ApiKey, api_version: int, request: Any,
                   client_id: str = "", client_host: str = "") -> Any:
         """Hand one request to the shard of `partition`; await its (possibly delayed) response."""
@@ -230,7 +239,7 @@ class CoordinatorRuntime(Generic[ShardT]):
                 self._pending.pop(token, None)
                 return self.error_response(api_key, api_version, request, ErrorCode.NOT_COORDINATOR)
             ctx = ShardRequest(token, ApiKey(api_key), api_version, client_id, client_host)
-            result = part.shard.handle(ctx, request, self.clock_ms())
+            result = part.shard.handle(ctx, request, self._now(part))
             await self._apply(partition, part, result)
             part.wake.set()
         try:
@@ -248,7 +257,7 @@ class CoordinatorRuntime(Generic[ShardT]):
         async with current.lock:
             if self._partitions.get(partition) is not current:
                 return False
-            await self._apply(partition, current, event(current.shard, self.clock_ms()))
+            await self._apply(partition, current, event(current.shard, self._now(current)))
             current.wake.set()
         return True
 
@@ -270,7 +279,7 @@ class CoordinatorRuntime(Generic[ShardT]):
             async with part.lock:
                 if self._partitions.get(partition) is not part:
                     return on_error(ErrorCode.NOT_COORDINATOR)
-                answer, result = operation(part.shard, self.clock_ms())
+                answer, result = operation(part.shard, self._now(part))
                 result.responses.append((token, answer))
                 await self._apply(partition, part, result)
                 part.wake.set()
@@ -319,7 +328,10 @@ class CoordinatorRuntime(Generic[ShardT]):
         try:
             while self._partitions.get(partition) is part:
                 deadline = part.shard.next_deadline()
-                timeout = None if deadline is None else max(0.0, (deadline - self.clock_ms()) / 1000.0)
+                if deadline is None:
+                    timeout = None
+                else:
+                    timeout = max(0.0, (deadline - self.monotonic_clock_ms()) / 1000.0)
                 try:
                     await asyncio.wait_for(part.wake.wait(), timeout)
                 except TimeoutError:
@@ -333,7 +345,7 @@ class CoordinatorRuntime(Generic[ShardT]):
                     if self._partitions.get(partition) is not part:
                         return
                     try:
-                        await self._apply(partition, part, part.shard.poll(self.clock_ms()))
+                        await self._apply(partition, part, part.shard.poll(self._now(part)))
                     except Exception:
                         # Keep the loop alive: without it no timer of this partition would fire
                         # until a request happens to come in. The failing timer was already

@@ -1,4 +1,11 @@
-"""Deterministic keyed timers: schedule/cancel by key, fire by a passed-in clock."""
+"""Deterministic keyed timers: schedule/cancel by key, fire by a passed-in clock.
+
+Deadlines are given and fired on the wall clock the shards work in, but kept on the monotonic
+clock: the runtime anchors the two before every step (`anchor`), so a timer set for "now + 45 s"
+fires 45 s of monotonic time later whatever the wall clock does meanwhile. A wall clock stepped
+forward (NTP, a resumed VM) then does not expire every session at once, as Kafka's timers do not.
+Never anchored (a shard driven by a test), the two clocks are one.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +23,18 @@ class Timers:
         self._heap: list[tuple[int, int, Any]] = []
         self._live: dict[Any, tuple[int, int, TimerCallback]] = {}
         self._seq = 0
+        self._offset = 0  # wall-clock ms minus monotonic ms, as of the last anchor
+
+    def anchor(self, now_ms: int, monotonic_ms: int) -> None:
+        """The wall clock reads `now_ms` when the monotonic clock reads `monotonic_ms` (this step)."""
+        self._offset = now_ms - monotonic_ms
 
     def schedule(self, key: Any, deadline_ms: int, callback: TimerCallback) -> None:
+        """Fire `callback(now_ms)` once the step's wall-clock `deadline_ms` has passed in monotonic time."""
         self._seq += 1
-        self._live[key] = (deadline_ms, self._seq, callback)
-        heapq.heappush(self._heap, (deadline_ms, self._seq, key))
+        deadline = deadline_ms - self._offset
+        self._live[key] = (deadline, self._seq, callback)
+        heapq.heappush(self._heap, (deadline, self._seq, key))
 
     def cancel(self, key: Any) -> None:
         self._live.pop(key, None)
@@ -38,13 +52,14 @@ class Timers:
             heapq.heappop(heap)
 
     def next_deadline(self) -> int | None:
+        """The earliest deadline, on the monotonic clock."""
         self._prune()
         return self._heap[0][0] if self._heap else None
 
     def pop_due(self, now_ms: int) -> tuple[Any, TimerCallback] | None:
-        """Remove and return the earliest timer due at `now_ms`, if any."""
+        """Remove and return the earliest timer due at the step's wall-clock `now_ms`, if any."""
         self._prune()
-        if not self._heap or self._heap[0][0] > now_ms:
+        if not self._heap or self._heap[0][0] > now_ms - self._offset:
             return None
         _, _, key = heapq.heappop(self._heap)
         _, _, callback = self._live.pop(key)

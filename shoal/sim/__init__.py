@@ -41,7 +41,7 @@ with `shoal.entropy`; a run points both at the seed. Still outside the simulator
 `BrokerNode` starts real listeners through `loop.create_server` (the `SimLoop` answers with
 placeholders); the coordinator runtime loads logs with `asyncio.to_thread` (the `SimLoop` runs
 executor jobs inline); request latency metrics read `time.perf_counter()` (they measure the
-process, not the schedule). The coordinators' timers (sessions, rebalance and transaction
-timeouts) run on `now_ms`, the wall clock, so a forward step of it expires sessions at once
-(Kafka's timers are monotonic).
+process, not the schedule). The coordinators' timers (sessions, rebalance timeouts), share-group
+record locks and fetch waits run on `monotonic_ms`, as Kafka's do, so a `clock-jump` of the wall
+clock moves only what is stored as a time (record timestamps, transaction and offset expiry).
 """

@@ -8,8 +8,8 @@ counts as a report too: the coordinator cannot tell it from the member.
 The coordinator may also take partitions back on its own: from a member silent past its session
 timeout, or one that has not revoked within its rebalance timeout since it was asked. Those
 deadlines are honoured with a margin, so that only a transfer that no timeout explains fails.
-They are measured on the wall clock (`shoal.clock.now_ms`), as the coordinator measures them: a
-forward step of the wall clock expires sessions early, in shoal as here.
+They are measured on the monotonic clock (`shoal.clock.monotonic_ms`), as the coordinator's timers
+run: a forward step of the wall clock (`clock-jump`) must not expire anyone early.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shoal.clock import now_ms
+from shoal.clock import monotonic_ms
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.sim.consumer_groups import REBALANCE_TIMEOUT_MS, SESSION_TIMEOUT_MS
@@ -57,7 +57,7 @@ class ConsumerChecker:
             return
         if response is None:
             return
-        now = now_ms()  # the coordinator's timers run on the wall clock, which may jump forward
+        now = monotonic_ms()  # the coordinator's timers ignore the wall clock's jumps
         if response.error_code in _FENCED:
             self._release(group, member, lambda _p: True)
             return

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from shoal.broker.apis import Access, handles
 from shoal.broker.authorize import allowed, filter_allowed
-from shoal.clock import now_ms
+from shoal.clock import monotonic_ms
 from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.compression import ZSTD
 from shoal.protocol.errors import ErrorCode
@@ -207,7 +207,7 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         denied = frozenset(known) - filter_allowed(ctx, AclOperation.READ, ResourceType.TOPIC, known)
     # nothing left to wait for when every topic is denied (Kafka answers at once)
     nothing_readable = bool(denied) and all(n is not None and n in denied for n in names)
-    deadline = now_ms() + max(req.max_wait_ms, 0)
+    deadline = monotonic_ms() + max(req.max_wait_ms, 0)
     want = min(req.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker.config.get_int("fetch.max.bytes"))
     memory = broker.response_memory
     while True:
@@ -220,7 +220,7 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
             memory.release(granted)
             raise
         memory.adjust(granted, total)
-        remaining = deadline - now_ms()
+        remaining = deadline - monotonic_ms()
         if total >= req.min_bytes or any_error or nothing_readable or remaining <= 0 or not ctx.node.running:
             if ctx.connection is not None:
                 ctx.connection.release_when_sent(memory, total)

@@ -20,7 +20,7 @@ from shoal.broker.authorize import allowed, filter_allowed
 from shoal.broker.handlers.fetch import leader_error
 from shoal.broker.share.manager import ShareStateError
 from shoal.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
-from shoal.clock import now_ms
+from shoal.clock import monotonic_ms
 from shoal.protocol.acl_operations import AclOperation, ResourceType
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
@@ -65,7 +65,7 @@ def _partition_error(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tu
 async def _apply_acks(ctx: RequestContext, group_id: str, member_id: str, acks: dict[Partition, AckBatches],
                       readable: frozenset[str]) -> dict[Partition, ErrorCode]:
     share = ctx.broker.share
-    now = now_ms()
+    now = monotonic_ms()
     out = {}
     for (topic_id, index), batches in acks.items():
         name, code = _partition_error(ctx, topic_id, index)
@@ -90,7 +90,7 @@ def _session(ctx: RequestContext, req: Any, adds: list[Partition], forgotten: li
     if req.share_session_epoch == INITIAL_EPOCH:
         session, old, code = share.sessions(ctx.node.node_id).open(req.group_id, req.member_id, ctx.connection, adds)
         if old is not None:
-            share.release_session(old, now_ms())
+            share.release_session(old, monotonic_ms())
         return session, code
     session, code = _existing_session(ctx, req)
     if session is not None and req.share_session_epoch != FINAL_EPOCH:
@@ -140,11 +140,11 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
     lock_ms = share.lock_duration_ms(group_id)
     if req.share_session_epoch == FINAL_EPOCH:
         share.sessions(ctx.node.node_id).close(session)
-        share.release_session(session, now_ms())
+        share.release_session(session, monotonic_ms())
         return _response(ctx, {}, ack_results, lock_ms)
     if req.share_session_epoch != INITIAL_EPOCH:  # a new session already expects epoch 1
         share.sessions(ctx.node.node_id).advance(session)
-    deadline = now_ms() + max(req.max_wait_ms, 0)
+    deadline = monotonic_ms() + max(req.max_wait_ms, 0)
     max_records = req.max_records if req.max_records > 0 else 500
     # ShareAcquireMode (v2): 0 batch_optimized (v1's only mode), 1 record_limit (KIP-1206)
     batch_optimized = ctx.api_version < 2 or req.share_acquire_mode == 0
@@ -155,7 +155,7 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
             return _response(ctx, {}, ack_results, lock_ms)
         fetched = {} if renew_only else await _fetch(ctx, session, readable, max_records, req.max_bytes,
                                                      batch_optimized)
-        remaining = deadline - now_ms()
+        remaining = deadline - monotonic_ms()
         acquired = any(data.get("ranges") for data in fetched.values())
         if acquired or remaining <= 0 or renew_only or not ctx.node.running:
             break
@@ -180,7 +180,7 @@ async def _fetch(ctx: RequestContext, session: ShareSession, readable: frozenset
                  max_bytes: int, batch_optimized: bool) -> dict[Partition, dict[str, Any]]:
     """Acquire over the session's partitions, in turn, up to ``max_records`` and ``max_bytes``."""
     share = ctx.broker.share
-    now = now_ms()
+    now = monotonic_ms()
     out: dict[Partition, dict[str, Any]] = {}
     records_left, bytes_left = max_records, max(max_bytes, 1)
     for topic_id, index in list(session.partitions):
@@ -264,7 +264,7 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
     results = await _apply_acks(ctx, req.group_id, req.member_id, acks, _readable(ctx, [t for t, _ in acks]))
     if req.share_session_epoch == FINAL_EPOCH:
         share.sessions(ctx.node.node_id).close(session)
-        share.release_session(session, now_ms())
+        share.release_session(session, monotonic_ms())
     else:
         share.sessions(ctx.node.node_id).advance(session)
     lock_ms = share.lock_duration_ms(req.group_id) if ctx.api_version >= 2 else 0  # v2+ field

@@ -19,7 +19,7 @@ from shoal.broker.group_configs import broker_values, default_value, duration_ms
 from shoal.broker.share.partition import SharePartition
 from shoal.broker.share.records_state import merge_acquired
 from shoal.broker.share.sessions import ShareSession, ShareSessionCache
-from shoal.clock import now_ms
+from shoal.clock import monotonic_ms, now_ms
 from shoal.coordinator.share.state import ShareState
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batches
@@ -283,7 +283,7 @@ class SharePartitions:
 
     def connection_closed(self, connection: object) -> None:
         """A client connection closed: its share sessions end."""
-        now = now_ms()
+        now = monotonic_ms()
         for cache in self._sessions.values():
             for session in cache.close_connection(connection):
                 self.release_session(session, now)
@@ -309,12 +309,12 @@ class SharePartitions:
         while True:
             deadlines = [d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None]
             self._wake.clear()
-            timeout = None if not deadlines else max(0.0, (min(deadlines) - now_ms()) / 1000)
+            timeout = None if not deadlines else max(0.0, (min(deadlines) - monotonic_ms()) / 1000)
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
                 pass
-            now = now_ms()
+            now = monotonic_ms()
             for key, sp in list(self._partitions.items()):
                 deadline = sp.next_deadline()
                 if deadline is not None and deadline <= now and sp.expire_locks(now):

@@ -230,7 +230,7 @@ class SharePartition:
                 from ``read_from`` on, as far as the broker read. They must list every record in
                 ``[read_from, last candidate]``: offsets there that are missing are taken to be gaps.
             max_records: most records to hand out (the request's MaxRecords).
-            now_ms: the current time.
+            now_ms: the current time on the monotonic clock (lock deadlines are never stored).
             lock_duration_ms: overrides the record lock duration for this acquisition.
             read_from: where the broker began reading; defaults to ``fetch_offset()``.
 

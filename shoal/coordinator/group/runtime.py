@@ -166,7 +166,7 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinatorShard]):
             except ProducerStateError as e:
                 return ErrorCode(e.error_code)
             await self._apply(partition, part, part.shard.complete_transaction(producer_id, commit,
-                                                                                self.clock_ms()))
+                                                                                self._now(part)))
             part.wake.set()
         return ErrorCode.NONE
 
