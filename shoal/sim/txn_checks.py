@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.protocol import record_batch as rb
 from shoal.protocol.generated.api_keys import ApiKey
-from shoal.sim.invariants import EpochOrder
+from shoal.sim.invariants import EpochOrder, log_batches
 
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
@@ -102,24 +102,18 @@ class TxnChecker:
     def _scan(self, where: str, plog: Any, status: dict[bytes, str]) -> None:
         open_values: dict[int, list[bytes]] = {}
         epochs = EpochOrder(where)
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            buf = plog.read(offset, 1 << 20)
-            if not buf:
-                break
-            for h in rb.iter_batches(buf):
-                if (wrong := epochs.went_back(h)) is not None:
-                    self.fail("epoch-fence", wrong)
-                if h.is_control:
-                    verdict = "committed" if rb.control_type(buf, h) == rb.CONTROL_COMMIT else "aborted"
-                    for v in open_values.pop(h.producer_id, []):
-                        status[v] = verdict
+        for buf, h in log_batches(plog, plog.log_end_offset):
+            if (wrong := epochs.went_back(h)) is not None:
+                self.fail("epoch-fence", wrong)
+            if h.is_control:
+                verdict = "committed" if rb.control_type(buf, h) == rb.CONTROL_COMMIT else "aborted"
+                for v in open_values.pop(h.producer_id, []):
+                    status[v] = verdict
+            else:
+                values = [bytes(r.value or b"") for r in rb.iter_records(buf, h)]
+                if h.is_transactional:
+                    open_values.setdefault(h.producer_id, []).extend(values)
                 else:
-                    values = [bytes(r.value or b"") for r in rb.iter_records(buf, h)]
-                    if h.is_transactional:
-                        open_values.setdefault(h.producer_id, []).extend(values)
-                    else:
-                        status.update(dict.fromkeys(values, "committed"))
-                offset = h.last_offset + 1
+                    status.update(dict.fromkeys(values, "committed"))
         for values in open_values.values():
             status.update(dict.fromkeys(values, "open"))
