@@ -142,8 +142,9 @@ class CoordinatorRuntime(Generic[ShardT]):
 
     # ---------------------------------------------------------------- partitions
     def owned_partitions(self) -> set[int]:
-        """Partitions this node coordinates (loaded or loading)."""
-        return set(self._partitions)
+        """Partitions this node coordinates: loaded, loading, or to be rebuilt after a failed write (so
+        that when the partition moves or the node stops, unloading it cancels the rebuild)."""
+        return set(self._partitions) | set(self._reloads)
 
     def shard(self, partition: int) -> ShardT | None:
         part = self._partitions.get(partition)

@@ -119,6 +119,7 @@ class TransactionalProducer(SimClient):
                 self.checker.written(key, value)
         end = EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.pid,
                             producer_epoch=self.epoch, committed=commit)
+        self.checker.end_sent(key, end)
         code = await self._coordinator_call(ApiKey.END_TXN, end, lambda r: r.error_code)
         if code != 0:
             raise _Fatal(f"EndTxn: {ErrorCode(code).name}")

@@ -191,3 +191,41 @@ async def _close_after_a_failed_write(tmp_path) -> None:
 
 def test_a_rebuild_after_a_failed_write_does_not_outlive_the_runtime(tmp_path) -> None:
     asyncio.run(asyncio.wait_for(_close_after_a_failed_write(tmp_path), 30))
+
+
+async def _node_stops_before_the_rebuild(tmp_path) -> None:
+    from tests.unit.broker_harness import running_broker
+
+    async with running_broker(tmp_path, nodes=2, offsets_topic_num_partitions="1") as broker:
+        coordinators = broker.coordinators
+        coordinators.ensure_topic()
+        await coordinators.on_leadership_changed()
+        await coordinators.wait_loaded()
+        first = broker.metadata.leader(OFFSETS_TOPIC, 0)
+        other = next(n for n in broker.node_ids if n != first)
+        r = await coordinators.runtime(first).handle(8, 8, _commit("g", {("t", 0): 5}))
+        assert r.topics[0].partitions[0].error_code == 0
+        disk = _FullDisk()
+        fileio.set_disk(disk)
+        try:
+            disk.full = True
+            r = await coordinators.runtime(first).handle(8, 8, _commit("g", {("t", 0): 6}))
+            assert r.topics[0].partitions[0].error_code == E.NOT_COORDINATOR  # a rebuild is due in 0.1 s
+        finally:
+            fileio.reset_disk()
+        await broker.stop_node(first)  # before the rebuild: the partition moves to the other node
+        await asyncio.sleep(0.3)
+        await coordinators.wait_loaded()
+        r = await coordinators.runtime(other).handle(8, 8, _commit("g", {("t", 0): 7}))
+        assert r.topics[0].partitions[0].error_code == 0
+        await broker.start_node(first)  # the preferred leader again: it must replay the log, with the 7
+        await coordinators.wait_loaded()
+        assert broker.metadata.leader(OFFSETS_TOPIC, 0) == first
+        f = await coordinators.runtime(first).handle(9, 7, _fetch("g", "t", [0]))
+        # simulator seed 4347: the rebuild had run on the stopped node, and its shard, from before the
+        # 7, served on its return
+        assert f.topics[0].partitions[0].committed_offset == 7
+
+
+def test_a_rebuild_after_a_failed_write_does_not_run_on_a_stopped_node(tmp_path) -> None:
+    asyncio.run(asyncio.wait_for(_node_stops_before_the_rebuild(tmp_path), 30))
