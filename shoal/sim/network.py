@@ -298,6 +298,10 @@ class SimNetwork:
             return
         if sent_on is not None and sent_on.closed:
             return  # sent on a connection that has since died: TCP delivers it nowhere else (seed 76)
+        if sent_on is None and conn.closed:
+            # Sent before the connection was up (the node was down, or the connect is slow), and the
+            # client gave up on it first: a connect abandoned carries no request (seeds 7290, 7327).
+            return
         server = self._server_for(conn)
         if server is None:  # connection refused: the node is down
             conn.server_closed()
