@@ -51,8 +51,10 @@ def check_records(data: Buffer, count: int, key_required: bool = False,
     CreateTime topic whose message.timestamp.before/after.max.ms are set) each record whose
     timestamp falls outside ``[lowest, highest]``.
 
-    This runs on every produced batch, so it walks the bytes without building a record: one-byte
-    varints (nearly every length below 64 and every delta) are decoded inline.
+    This runs on every produced batch, so it walks the bytes without building a record: one- and
+    two-byte varints (every delta and length below 8,192: nearly all of them) are decoded inline, a
+    call only for longer ones (a third of the broker's produce CPU went to those calls for 1 KiB
+    values, whose record and value lengths take two bytes).
     """
     pos = 0
     end = len(data)
@@ -65,6 +67,10 @@ def check_records(data: Buffer, count: int, key_required: bool = False,
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                v = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (v >> 1) ^ -(v & 1)
+                pos += 2
             else:
                 length, pos = varint(data, pos)
             record_end = pos + length
@@ -76,28 +82,27 @@ def check_records(data: Buffer, count: int, key_required: bool = False,
                 pos = pos + 1 if data[pos] < 0x80 else _varlong_end(data, pos)  # timestamp delta
             else:
                 bad_timestamp, pos = _timestamp_out_of_bounds(data, pos, timestamp_bounds)
-            pos = pos + 1 if data[pos] < 0x80 else varint(data, pos)[1]  # offset delta
+            # the offset delta
+            pos = pos + 1 if data[pos] < 0x80 else pos + 2 if data[pos + 1] < 0x80 else varint(data, pos)[1]
             b = data[pos]  # key length
             if b < 0x80:
-                pos += 1
                 missing_key = bool(b & 1)
-                if not missing_key:
-                    pos += b >> 1
+                pos += 1 if missing_key else 1 + (b >> 1)
             else:
                 n, pos = varint(data, pos)
                 missing_key = n < 0
-                if n >= 0:
-                    pos += n
+                pos += max(n, 0)
             # One error per record, the key's first (as Kafka's validateRecord).
             if missing_key and key_required:
                 errors.append(RecordError(i, missing_key=True))
             elif bad_timestamp is not None:
                 errors.append(RecordError(i, timestamp=bad_timestamp))
-            b = data[pos]  # value length
+            b = data[pos]  # value length (negative: null)
             if b < 0x80:
-                pos += 1
-                if not b & 1:
-                    pos += b >> 1
+                pos += 1 if b & 1 else 1 + (b >> 1)
+            elif data[pos + 1] < 0x80:
+                v = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2 if v & 1 else 2 + (v >> 1)
             else:
                 pos = _after_bytes(data, pos)
             pos = _skip_headers(data, pos, i) if data[pos] else pos + 1  # header count
