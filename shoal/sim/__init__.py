@@ -10,6 +10,7 @@ everything, so a failing seed replays bit for bit.
     python -m shoal.sim --seed 17           # replay one seed, print its trace
     python -m shoal.sim --seed 8 --plant skip-epoch-fence --shrink   # a smaller failing run
     python -m shoal.sim --plant list        # planted bugs the simulator must find
+    python -m shoal.sim --swarm --seeds 1..10000 --jobs 2   # seeds that each draw their own mix (CI)
 
 Modules:
 
@@ -35,6 +36,8 @@ Modules:
 - `run`: `run_seed`, one seed end to end.
 - `shrink`: the same failing seed on a smaller configuration (fewer clients, faults switched
   off), printed as `--set` settings that replay it.
+- `swarm`: swarm testing: a seed that draws its own configuration (which kinds of client, how
+  many, how much work, nodes, partitions, fault rates); `--swarm`, what CI runs.
 
 Seams: the cores read time from `shoal.clock` and make up ids (topic, member and cluster ids)
 with `shoal.entropy`; a run points both at the seed. Still outside the simulator's reach:

@@ -86,6 +86,7 @@ class SimDisk:
         self.may_lie: Callable[[str], bool] = lambda path: False
         self._files: dict[str, _File] = {}
         self._fds: dict[int, tuple[str, bool]] = {}  # fd -> (path, opened for append)
+        self._dir_fds: set[int] = set()  # fds of directories (opened to sync their entries)
 
     # -- bookkeeping ----------------------------------------------------------
     def _file(self, path: str) -> _File:
@@ -117,13 +118,22 @@ class SimDisk:
             exists = os.path.exists(key)
             fd = os.open(key if exists else os.devnull, flags & ~(os.O_CREAT | os.O_TRUNC))
             self._fds[fd] = (key, False)
+            if os.path.isdir(key):
+                self._dir_fds.add(fd)
+            else:
+                self._dir_fds.discard(fd)
             return fd
-        if not os.path.isdir(key):
+        is_dir = os.path.isdir(key)
+        if not is_dir:
             self._file(key)  # note the length before the open creates or truncates the file
             if flags & os.O_TRUNC:
                 self._preserve(key, 0, os.path.getsize(key) if os.path.exists(key) else 0)
         fd = os.open(key, flags, mode)
         self._fds[fd] = (key, bool(flags & os.O_APPEND))
+        if is_dir:
+            self._dir_fds.add(fd)
+        else:
+            self._dir_fds.discard(fd)
         return fd
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
@@ -160,9 +170,9 @@ class SimDisk:
     def fsync(self, fd: int) -> None:
         if not self.powered:
             return
-        path = self._path(fd)
-        if os.path.isdir(path):
+        if fd in self._dir_fds:
             return  # directory entries are durable at once in this model
+        path = self._path(fd)
         if _faulty(path) and self.rng.random() < self.rates.fsync_error:
             self.trace.fault("fsync-error", f"fsync of {_short(path)}: EIO")
             self.on_fsync_error(path)
@@ -180,6 +190,7 @@ class SimDisk:
 
     def close(self, fd: int) -> None:
         self._fds.pop(fd, None)
+        self._dir_fds.discard(fd)
         os.close(fd)
 
     def replace(self, src: str | Path, dst: str | Path) -> None:
@@ -244,6 +255,7 @@ class SimDisk:
             cut += 1
         self._files.clear()
         self._fds.clear()
+        self._dir_fds.clear()
         self.powered = True
         self.trace.emit(f"power back: {cut} files lost unsynced writes, {torn} kept part of them")
         for name in sorted(broken):  # counted with the faults: how often a lie was exposed

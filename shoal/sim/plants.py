@@ -2,7 +2,8 @@
 
 A simulator that cannot fail proves nothing. Each plant replaces one function of shoal (by the
 module attribute its callers look up at call time) with a plausible mistake, and states within
-how many seeds from 1 the simulator finds it; `tests/unit/test_sim.py` holds it to that.
+how many seeds from 1 the simulator finds it, on the full configuration and on swarm seeds;
+`tests/unit/test_sim.py` holds it to that.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Plant:
     attribute: str  # a function of the module, or "Class.method"
     wrong: Callable[[Callable[..., Any]], Callable[..., Any]]  # real function -> wrong variant
     found_within: int  # seeds (from 1) within which the simulator finds it
+    found_within_swarm: int  # swarm seeds (`--swarm`, from 1) within which it finds it
 
 
 def _ack_before_append(real: Callable[..., Any]) -> Callable[..., Any]:
@@ -156,22 +158,29 @@ def _compaction_keeps_oldest(real: Callable[..., Any]) -> Callable[..., Any]:
 
 PLANTS: dict[str, Plant] = {p.name: p for p in [
     Plant("ack-before-append", "produce acknowledges a batch before appending it",
-          "shoal.broker.handlers.produce", "append", _ack_before_append, found_within=1),
+          "shoal.broker.handlers.produce", "append", _ack_before_append,
+          found_within=1, found_within_swarm=5),
     Plant("replay-without-tombstones", "loading __consumer_offsets ignores its tombstones",
-          "shoal.coordinator.group.runtime", "load_offsets_log", _replay_without_tombstones, found_within=10),
+          "shoal.coordinator.group.runtime", "load_offsets_log", _replay_without_tombstones,
+          found_within=10, found_within_swarm=20),
     Plant("skip-generation-fence", "a classic group accepts offset commits from any generation",
           "shoal.coordinator.group.group", "ClassicGroup.validate_offset_commit", _skip_generation_fence,
-          found_within=20),
+          found_within=20, found_within_swarm=30),
     Plant("no-revoke", "a consumer-protocol partition is reassigned before its owner revokes it",
-          "shoal.coordinator.group.consumer.heartbeat", "reconcile", _no_revoke, found_within=3),
+          "shoal.coordinator.group.consumer.heartbeat", "reconcile", _no_revoke,
+          found_within=3, found_within_swarm=20),
     Plant("lso-past-open-txn", "the last stable offset passes an open transaction",
-          "shoal.storage.log", "PartitionLog.last_stable_offset", _lso_past_open_txn, found_within=10),
+          "shoal.storage.log", "PartitionLog.last_stable_offset", _lso_past_open_txn,
+          found_within=10, found_within_swarm=10),
     Plant("skip-epoch-fence", "a partition appends a batch of a fenced (older) producer epoch",
-          "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence, found_within=70),
+          "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence,
+          found_within=70, found_within_swarm=400),
     Plant("skip-flush", "a log acknowledges appends before fsync although flush.messages=1 asks for it",
-          "shoal.storage.log", "PartitionLog._flush_if_due", _skip_flush, found_within=10),
+          "shoal.storage.log", "PartitionLog._flush_if_due", _skip_flush,
+          found_within=10, found_within_swarm=30),
     Plant("compaction-keeps-oldest", "compaction keeps the oldest value of each key, not the newest",
-          "shoal.storage.cleaner", "_latest_offsets", _compaction_keeps_oldest, found_within=3),
+          "shoal.storage.cleaner", "_latest_offsets", _compaction_keeps_oldest,
+          found_within=3, found_within_swarm=20),
 ]}
 
 

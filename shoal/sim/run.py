@@ -224,13 +224,16 @@ async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace
                 for i in range(w.kv_producers)]
     workers += [client(AdminClient, f"admin-{i}", ops=w.admin_ops, replication=min(3, config.nodes))
                 for i in range(w.admins)]
-    readers = [client(Reader, f"reader-{p}", checker=checker, topic=w.topic, partition=p)
-               for p in range(w.partitions)]
+    # readers of a topic somebody writes (a run of the swarm may leave a kind of writer out)
+    readers = [client(Reader, f"reader-{p}", checker=checker, topic=w.topic, partition=p, wait_ms=w.reader_wait_ms)
+               for p in range(w.partitions if w.producers else 0)]
     readers += [client(CommittedReader, f"committed-reader-{p}", checker=checker, txn_checker=txn_checker,
-                       topic=w.txn_topic, partition=p) for p in range(w.partitions)]
+                       topic=w.txn_topic, partition=p, wait_ms=w.reader_wait_ms)
+                for p in range(w.partitions if w.txn_producers else 0)]
     loop = asyncio.get_running_loop()
     background = [loop.create_task(r.run()) for r in readers]
-    background.append(loop.create_task(compaction.keep_checking(lambda: cluster.broker, 0.5)))
+    if w.kv_producers:
+        background.append(loop.create_task(compaction.keep_checking(lambda: cluster.broker, 0.5)))
     if w.crash_every_s > 0:
         background.append(loop.create_task(cluster.crasher(random.Random(f"{seed}-crash"), w)))
     work = [loop.create_task(x.run()) for x in workers]

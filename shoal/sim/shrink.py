@@ -38,10 +38,11 @@ def with_settings(config: SimConfig, changes: dict[str, Any]) -> SimConfig:
     workload, rates = dataclasses.asdict(config.workload), dataclasses.asdict(config.rates)
     disk = dataclasses.asdict(config.disk)
     nodes = config.nodes
+    known = settings(config)
     for name, value in changes.items():
-        current = settings(config).get(name)
-        if current is None and name not in settings(config):
-            raise ValueError(f"no setting {name!r}; have: {', '.join(sorted(settings(config)))}")
+        if name not in known:
+            raise ValueError(f"no setting {name!r}; have: {', '.join(sorted(known))}")
+        current = known[name]
         if isinstance(value, str):
             value = _parse(value, current)
         if name == "nodes":

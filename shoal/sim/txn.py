@@ -168,7 +168,7 @@ class CommittedReader(Reader):
 
     def request(self) -> Any:
         topic, p = self.tp
-        return fetch_request(topic, p, self.offset, max_wait_ms=300, isolation=1)
+        return fetch_request(topic, p, self.offset, max_wait_ms=self.wait_ms, isolation=1)
 
     def deliver(self, part: Any) -> None:
         buf = part.records or b""

@@ -60,6 +60,7 @@ class WorkloadConfig:
     kv_keys: int = 6
     admins: int = 1  # admin clients (topics of their own: create, add partitions, delete records, ...)
     admin_ops: int = 12
+    reader_wait_ms: int = 300  # a reader's fetch max_wait_ms (its fetches end early when records arrive)
     duration_s: float = 60.0  # virtual seconds before the clients are stopped, done or not
     crash_every_s: float = 2.5  # mean virtual time between node crashes (0: none)
     down_s: tuple[float, float] = (0.3, 3.0)
@@ -146,9 +147,10 @@ class IdempotentProducer(SimClient):
 class Reader(SimClient):
     """Fetches one partition from offset 0 on, checking what it reads as it goes."""
 
-    def __init__(self, *args: object, checker: Checker, topic: str, partition: int, **kwargs: object) -> None:
+    def __init__(self, *args: object, checker: Checker, topic: str, partition: int, wait_ms: int = 300,
+                 **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.checker, self.tp = checker, (topic, partition)
+        self.checker, self.tp, self.wait_ms = checker, (topic, partition), wait_ms
         self.offset = 0
 
     async def run(self) -> None:
@@ -179,7 +181,7 @@ class Reader(SimClient):
 
     def request(self) -> Any:
         topic, p = self.tp
-        return fetch_request(topic, p, self.offset, max_wait_ms=300)
+        return fetch_request(topic, p, self.offset, max_wait_ms=self.wait_ms)
 
     def deliver(self, part: Any) -> None:
         """Check and take what one fetch returned for the partition."""

@@ -16,6 +16,7 @@ from shoal.sim.invariants import Checker
 from shoal.sim.plants import PLANTS
 from shoal.sim.run import SimConfig, run_seed
 from shoal.sim.shrink import with_settings
+from shoal.sim.swarm import describe, swarm_config, swarm_settings
 
 CLEAN_SEEDS = range(1, 41)
 
@@ -168,3 +169,61 @@ REGRESSION_SEEDS = {
 def test_regression_seeds_run_clean(seed: int) -> None:
     result = run_seed(seed, keep_lines=False)
     assert result.ok, f"seed {seed} ({REGRESSION_SEEDS[seed]}): {result.violations[0]}"
+
+
+# -- swarm seeds (shoal/sim/swarm.py): each seed draws its own configuration; CI runs 10,000 of them
+
+def test_a_swarm_seed_replays_bit_for_bit() -> None:
+    seed = next(s for s in range(1, 100) if swarm_config(s).workload.producers and swarm_config(s).nodes == 3)
+    first = run_seed(seed, config=swarm_config(seed))
+    second = run_seed(seed, config=swarm_config(seed))
+    assert first.lines == second.lines and first.digest == second.digest
+    assert first.acked_records > 0
+
+
+def test_swarm_seeds_draw_every_kind_of_client_and_fault_both_on_and_off() -> None:
+    drawn = [swarm_config(seed) for seed in range(1, 201)]
+    kinds = ("producers", "committers", "groups", "consumer_groups", "txn_producers", "kv_producers", "admins")
+    for kind in kinds:
+        assert {getattr(c.workload, kind) > 0 for c in drawn} == {True, False}, kind
+    assert all(any(getattr(c.workload, kind) for kind in kinds) for c in drawn)  # never nobody at all
+    for name in ("slow", "lose_request", "lose_response", "drop_connection", "duplicate"):
+        assert {getattr(c.rates, name) > 0 for c in drawn} == {True, False}, name
+    for name in ("write_error", "fsync_error", "lie"):
+        assert {getattr(c.disk, name) > 0 for c in drawn} == {True, False}, name
+    assert {c.nodes for c in drawn} == {1, 2, 3}
+    assert {c.workload.crash_every_s > 0 for c in drawn} == {True, False}
+    # a function of the seed alone, and printed in the form --set takes back
+    assert swarm_settings(17) == swarm_settings(17) != swarm_settings(18)
+    assert swarm_config(17) == with_settings(SimConfig(), dict(kv.split("=", 1) for kv in describe(17).split(",")))
+
+
+def test_swarm_seeds_run_clean() -> None:
+    for seed in range(1, 101):
+        result = run_seed(seed, config=swarm_config(seed), keep_lines=False)
+        assert result.ok, f"swarm seed {seed}: {result.violations[0]} (python -m shoal.sim --swarm --seed {seed})"
+
+
+@pytest.mark.parametrize("name", sorted(PLANTS))
+def test_each_plant_is_found_within_its_stated_swarm_seeds(name: str) -> None:
+    plant = PLANTS[name]
+    for seed in range(1, plant.found_within_swarm + 1):
+        if not run_seed(seed, plant=name, config=swarm_config(seed), keep_lines=False).ok:
+            return
+    pytest.fail(f"plant {name} not found within {plant.found_within_swarm} swarm seeds")
+
+
+def test_cli_swarm(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sim_main(["--swarm", "--seeds", "1..3"]) == 0
+    assert "3 swarm seeds run" in capsys.readouterr().out
+    seed = next(s for s in range(1, 6) if not run_seed(s, plant="ack-before-append", config=swarm_config(s),
+                                                         keep_lines=False).ok)
+    assert sim_main(["--swarm", "--seeds", f"1..{seed}", "--plant", "ack-before-append"]) == 1
+    out = capsys.readouterr().out
+    assert f"seed {seed} FAILED: ack-durable" in out and f"python -m shoal.sim --swarm --seed {seed} --plant" in out
+    assert sim_main(["--swarm", "--seed", str(seed), "--plant", "ack-before-append"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"swarm seed {seed} draws: --set {describe(seed)}\n") and "ack-durable" in out
+    # --set on top of a swarm seed's draw
+    assert sim_main(["--swarm", "--seeds", "1..1", "--set", "crash_every_s=0"]) == 0
+    assert "node-crash" not in capsys.readouterr().out
