@@ -58,7 +58,7 @@ status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" --durations=30 "$@" || status=$?
 
 # The whole suite (no arguments) then runs 10,000 of the simulator's swarm seeds (issue 21: each draws
-# its own mix of clients and faults; shoal/sim/swarm.py) in two processes, ~5 min here. The full
+# its own mix of clients and faults; shoal/sim/swarm.py) in two processes, ~6.5 min here. The full
 # configuration's seeds (every client at once) run in tests/unit/test_sim.py; for more of either:
 # `python -m shoal.sim [--swarm] --seeds 1..100000 --jobs 2`.
 if [ $# -eq 0 ]; then

@@ -16,7 +16,9 @@ class FetchWaiters:
     """The waiting fetches, by (topic, partition)."""
 
     def __init__(self) -> None:
-        self._waiting: dict[Key, set[asyncio.Future[None]]] = {}
+        # each partition's waiting fetches in arrival order (a dict, not a set: a set of futures
+        # iterates by address, so the order they were woken in would differ from run to run)
+        self._waiting: dict[Key, dict[asyncio.Future[None], None]] = {}
 
     async def wait(self, partitions: Iterable[Key], timeout_s: float) -> None:
         """Until an append to one of ``partitions`` (or their topic's deletion), ``timeout_s`` at most;
@@ -25,7 +27,7 @@ class FetchWaiters:
         mine: list[tuple[Key, asyncio.Future[None]]] = []
         for key in partitions:
             fut = loop.create_future()
-            self._waiting.setdefault(key, set()).add(fut)
+            self._waiting.setdefault(key, {})[fut] = None
             mine.append((key, fut))
         try:
             if mine:
@@ -36,7 +38,7 @@ class FetchWaiters:
             for key, fut in mine:
                 pending = self._waiting.get(key)
                 if pending is not None:
-                    pending.discard(fut)
+                    pending.pop(fut, None)
                     if not pending:
                         del self._waiting[key]
                 fut.cancel()

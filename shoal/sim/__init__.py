@@ -26,6 +26,8 @@ Modules:
   epoch, as KIP-360), readers, offset committers.
 - `groups`: classic consumer group members (join, sync, heartbeat, commit, leave, pause).
 - `consumer_groups`: KIP-848 consumer-protocol members (ConsumerGroupHeartbeat).
+- `share_groups`: KIP-932 share group members (ShareGroupHeartbeat, ShareFetch in share sessions,
+  acknowledgements); `share_checks` judges their locks, acknowledgements and delivery counts.
 - `txn`: transactional producers (some paused past their timeout, then writing as zombies) and
   read_committed readers.
 - `admin`: an admin client (create and delete topics, add partitions, delete records, alter a

@@ -133,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.plant == "list":
         for p in PLANTS.values():
-            seeds = "seed" if p.found_within == 1 else "seeds"
-            print(f"{p.name:28} {p.description} (found within {p.found_within} {seeds} from 1, "
-                  f"{p.found_within_swarm} swarm seeds)")
+            full = "" if p.found_within is None else \
+                f"{p.found_within} {'seed' if p.found_within == 1 else 'seeds'} from 1, "
+            print(f"{p.name:28} {p.description} (found within {full}{p.found_within_swarm} swarm seeds)")
         return 0
     if args.plant is not None and args.plant not in PLANTS:
         parser.error(f"no plant named {args.plant!r}; try --plant list")

@@ -114,6 +114,9 @@ class ServerConnection:
             return
         self.closed = True
         self._queue.put_nowait(None)
+        self.node.broker.share.connection_closed(self)  # its share sessions end, as on a real connection
+        for told in self.network.on_close:
+            told(self)
         if self.client is not None:
             self.client.server_closed()
 
@@ -224,6 +227,7 @@ class SimNetwork:
         self.rates = rates or FaultRates()
         self.loop = asyncio.get_running_loop()
         self.observers: list[Observer] = []
+        self.on_close: list[Callable[[ServerConnection], None]] = []  # told when a node's side closes
         self.close_notice_s = 0.05
         self._servers: dict[int, list[ServerConnection]] = {}
         self._peers = 0

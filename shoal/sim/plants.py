@@ -23,7 +23,8 @@ class Plant:
     module: str  # where the function is looked up by its callers
     attribute: str  # a function of the module, or "Class.method"
     wrong: Callable[[Callable[..., Any]], Callable[..., Any]]  # real function -> wrong variant
-    found_within: int  # seeds (from 1) within which the simulator finds it
+    found_within: int | None  # seeds (from 1) within which the simulator finds it (None: the full
+    # configuration does not run what the plant breaks)
     found_within_swarm: int  # swarm seeds (`--swarm`, from 1) within which it finds it
 
 
@@ -135,6 +136,35 @@ def _skip_flush(real: Callable[..., Any]) -> Callable[..., Any]:
     return flush_if_due
 
 
+def _share_locks_expire_early(real: Callable[..., Any]) -> Callable[..., Any]:
+    """A share partition expires acquisition locks a second before their deadline (a deadline
+    kept in the wrong unit, or compared against the wrong clock): another member acquires a
+    record its holder still has."""
+
+    def expire_locks(self: Any, now_ms: int) -> bool:
+        return bool(real(self, now_ms + 1000))
+
+    return expire_locks
+
+
+def _share_acks_not_persisted(real: Callable[..., Any]) -> Callable[..., Any]:
+    """A share partition answers acknowledgements once applied in memory, without writing the new
+    state to the share coordinator: after a crash or a leadership move, accepted records come back."""
+    errors = importlib.import_module("shoal.protocol.errors")
+
+    async def acknowledge(self: Any, group_id: str, member_id: str, topic: str, index: int, batches: Any,
+                          now: int) -> Any:
+        sp = self._partitions.get((group_id, topic, index))
+        if sp is None:
+            return errors.ErrorCode.INVALID_RECORD_STATE
+        code = sp.acknowledge(member_id, batches, now)
+        if code == errors.ErrorCode.NONE:
+            self.broker.fetch_waiters.notify(topic, index)
+        return errors.ErrorCode(code)
+
+    return acknowledge
+
+
 def _compaction_keeps_oldest(real: Callable[..., Any]) -> Callable[..., Any]:
     """The cleaner's key map holds the *first* offset of each key instead of the last: compaction
     keeps the oldest value of a key and drops the newer ones in the segments it cleans."""
@@ -181,6 +211,12 @@ PLANTS: dict[str, Plant] = {p.name: p for p in [
     Plant("compaction-keeps-oldest", "compaction keeps the oldest value of each key, not the newest",
           "shoal.storage.cleaner", "_latest_offsets", _compaction_keeps_oldest,
           found_within=3, found_within_swarm=20),
+    Plant("share-locks-expire-early", "a share partition expires acquisition locks a second early",
+          "shoal.broker.share.partition", "SharePartition.expire_locks", _share_locks_expire_early,
+          found_within=None, found_within_swarm=60),
+    Plant("share-acks-not-persisted", "share acknowledgements are answered without writing the state",
+          "shoal.broker.share.manager", "SharePartitions.acknowledge", _share_acks_not_persisted,
+          found_within=None, found_within_swarm=10),
 ]}
 
 

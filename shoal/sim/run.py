@@ -35,6 +35,8 @@ from shoal.sim.invariants import Checker
 from shoal.sim.network import FaultRates, SimNetwork
 from shoal.sim.plants import planted
 from shoal.sim.replay_checks import ReplayChecker
+from shoal.sim.share_checks import ShareChecker
+from shoal.sim.share_groups import ShareMember
 from shoal.sim.trace import Trace, Violation
 from shoal.sim.txn import CommittedReader, TransactionalProducer
 from shoal.sim.txn_checks import TxnChecker
@@ -91,6 +93,11 @@ def _broker_config(log_dir: str, partitions: int) -> BrokerConfig:
         # compaction (of the compacted topic and of the coordinators' logs) every quarter second
         "log.cleaner.backoff.ms": "250", "offsets.topic.segment.bytes": "4096",
         "transaction.state.log.segment.bytes": "4096",
+        # share groups: sessions, heartbeats and record locks short enough to run out within a run
+        "group.share.session.timeout.ms": "3000", "group.share.min.session.timeout.ms": "1000",
+        "group.share.heartbeat.interval.ms": "1000", "group.share.min.heartbeat.interval.ms": "500",
+        "group.share.record.lock.duration.ms": "2000", "group.share.min.record.lock.duration.ms": "1000",
+        "share.coordinator.state.topic.num.partitions": "3", "share.coordinator.state.topic.segment.bytes": "4096",
     })
 
 
@@ -182,22 +189,33 @@ async def _simulate(seed: int, config: SimConfig, log_dir: str, trace: Trace, ch
     network.observers.append(txn_checker.observe)
     network.observers.append(compaction.observe)
     network.observers.append(ConsumerChecker(trace, ghosts=network.ghost_tokens).observe)
+    share_checker = None
+    if w.share_groups:
+        share_checker = ShareChecker(trace, {broker.metadata.topics[w.topic].topic_id: w.topic}, checker.truncated,
+                                     network.ghost_tokens, clock=asyncio.get_running_loop().time)
+        network.observers.append(share_checker.observe)
+        network.on_close.append(share_checker.connection_closed)
+        cluster.before_crash.append(share_checker.disrupted)
+        cluster.before_move.append(share_checker.disrupted)
+        for g in range(w.share_groups):  # as an admin sets it before the group's first member joins
+            broker.metadata.set_group_configs(f"share-group-{g}", {"share.auto.offset.reset": "earliest"})
     trace.emit(f"seed {seed}: {config.nodes} nodes, topic {w.topic} x{w.partitions}")
     try:
-        await _drive(seed, config, cluster, trace, checker, txn_checker, compaction)
+        await _drive(seed, config, cluster, trace, checker, txn_checker, compaction, share_checker)
         checker.final_check(cluster.broker, {w.topic: w.partitions})
         txn_checker.final_check(cluster.broker, w.partitions)
         compaction.check(cluster.broker)
         trace.emit(f"end: {checker.acked_records} records acknowledged, {network.handled} requests handled, "
                    f"{replay_checker.compared} coordinator replays compared, {compaction.scans} compacted logs "
-                   f"checked, {cluster.broker.logs.records_compacted} records compacted since the last restart")
+                   f"checked, {cluster.broker.logs.records_compacted} records compacted since the last restart"
+                   + (f", {share_checker.acquisitions} share acquisitions" if share_checker else ""))
     finally:
         network.drop_all()
         await cluster.broker.close()
 
 
 async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace, checker: Checker,
-                 txn_checker: TxnChecker, compaction: CompactionChecker) -> None:
+                 txn_checker: TxnChecker, compaction: CompactionChecker, share_checker: ShareChecker | None) -> None:
     w = config.workload
     network = cluster.network
     nodes = list(cluster.broker.node_ids)
@@ -216,6 +234,11 @@ async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace
     workers += [client(ProtocolMember, f"consumer-{g}.{i}", group=f"consumer-group-{g}", topic=w.topic,
                        lifetime_s=w.member_lifetime_s)
                 for g in range(w.consumer_groups) for i in range(w.consumer_members_per_group)]
+    workers += [client(ShareMember, f"share-{g}.{i}", group=f"share-group-{g}", topic=w.topic,
+                       lifetime_s=w.member_lifetime_s)
+                for g in range(w.share_groups) for i in range(w.share_members_per_group)]
+    if share_checker is not None:
+        share_checker.members.update((m.name, m.member_id) for m in workers if isinstance(m, ShareMember))
     workers += [client(TransactionalProducer, f"txn-producer-{i}", txn_checker=txn_checker, topic=w.txn_topic,
                        partitions=w.partitions, transactions=w.transactions_per_producer)
                 for i in range(w.txn_producers)]

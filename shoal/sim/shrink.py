@@ -23,6 +23,7 @@ _OFF = ("slow", "lose_request", "lose_response", "drop_connection", "duplicate",
         "crash_every_s", "restart_share", "clock_jump_share", "partition_share", "move_share", "power_loss_share",
         "write_error", "fsync_error", "lie")
 _COUNTS = (("admins", 0), ("txn_producers", 0), ("consumer_groups", 0), ("groups", 0), ("committers", 0), ("producers", 0),
+           ("share_groups", 0), ("share_members_per_group", 1),
            ("members_per_group", 1), ("consumer_members_per_group", 1), ("records_per_producer", 1),
            ("ops_per_committer", 1), ("transactions_per_producer", 1), ("admin_ops", 1), ("nodes", 1))
 

@@ -54,6 +54,8 @@ class WorkloadConfig:
     member_lifetime_s: float = 12.0
     consumer_groups: int = 1  # KIP-848 consumer-protocol groups
     consumer_members_per_group: int = 3
+    share_groups: int = 0  # KIP-932 share groups, reading the data topic (swarm seeds draw them)
+    share_members_per_group: int = 3
     kv_topic: str = "kv"  # compacted
     kv_producers: int = 2
     kv_records_per_producer: int = 25

@@ -32,6 +32,25 @@ def test_wakes_on_notify_and_topic_deletion_and_forgets_its_waiters():
     run(main())
 
 
+def test_fetches_waiting_on_one_partition_wake_in_the_order_they_began_waiting():
+    # a set of futures woke them in address order, which differs from process to process: the same
+    # simulator seed then ran differently (share group members waiting on one partition)
+    async def main():
+        waiters = FetchWaiters()
+        woke: list[int] = []
+
+        async def fetch(i: int) -> None:
+            await waiters.wait([("t", 0)], 20)
+            woke.append(i)
+
+        tasks = [asyncio.ensure_future(fetch(i)) for i in range(40)]
+        await asyncio.sleep(0.05)
+        waiters.notify("t", 0)
+        await asyncio.gather(*tasks)
+        assert woke == list(range(40))
+    run(main())
+
+
 def test_every_group_api_has_a_handler():
     apis = ApiRegistry.default()
     assert all(apis.get(k) is not None for k in GROUP_API_KEYS)

@@ -8,14 +8,19 @@ consumer does; records are produced with Produce. Group configs set the group's 
 from __future__ import annotations
 
 import asyncio
+import errno
 import uuid
 
+import pytest
+
+from shoal import fileio
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from shoal.protocol.generated.share_acknowledge_request import ShareAcknowledgeRequest
 from shoal.protocol.generated.share_fetch_request import ShareFetchRequest
 from shoal.protocol.record_batch import iter_batches, iter_records
+from shoal.storage import StorageError
 from tests.unit.broker_harness import RawClient, batch, create_req, port, produce_one, run, running_broker
 
 ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
@@ -328,5 +333,39 @@ def test_share_fetches_count_against_the_consumer_byte_rate_quota(tmp_path):
             # ...the next goes over: no data, a throttle time, as Kafka's throttled ShareFetch
             second = await m.fetch(max_records=20)
             assert second.throttle_time_ms > 0 and second.responses == []
+            await c.close()
+    run(go())
+
+
+class _SyncFails:
+    """The real disk, except that every fsync fails (EIO)."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(fileio.OS_DISK, name)
+
+    def fsync(self, fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    fdatasync = fsync
+
+
+def test_a_share_fetch_of_an_offline_log_answers_kafka_storage_error(tmp_path, monkeypatch):
+    # found by the simulator (share groups in swarm seeds): the fetch raised StorageError out of the
+    # handler, and the node closed the connection instead of answering
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=3)
+            a = Member(c, "sg", tid)
+            first = await a.fetch(max_records=1)
+            assert acquired(first) == [(0, 0, 1)]
+            await produce_one(c, "q", 0, batch(1, ts=2000))  # unsynced data for the failing fsync
+            monkeypatch.setattr(fileio, "_disk", _SyncFails())
+            with pytest.raises(StorageError):
+                broker.partition_log("q", 0).flush()
+            monkeypatch.undo()
+            resp = await a.fetch([(0, 0, [ACCEPT])])
+            assert resp.error_code == 0
+            assert [p.error_code for t in resp.responses for p in t.partitions] == [ErrorCode.KAFKA_STORAGE_ERROR]
+            assert acquired(resp) == []
             await c.close()
     run(go())

@@ -26,6 +26,7 @@ from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.share_acknowledge_response import ShareAcknowledgeResponse
 from shoal.protocol.generated.share_fetch_response import ShareFetchResponse
+from shoal.storage import StorageError
 
 if TYPE_CHECKING:
     from shoal.broker.node import RequestContext
@@ -198,6 +199,9 @@ async def _fetch(ctx: RequestContext, session: ShareSession, readable: frozenset
                                       now, batch_optimized)
         except ShareStateError as e:  # the share coordinator cannot give the partition's state now
             out[(topic_id, index)] = {"error": e.code, "name": name}
+            continue
+        except StorageError:  # the log is offline (a failed fsync): KAFKA_STORAGE_ERROR, as Fetch answers
+            out[(topic_id, index)] = {"error": ErrorCode.KAFKA_STORAGE_ERROR, "name": name}
             continue
         if got.ranges:
             records_left -= sum(last - first + 1 for first, last, _ in got.ranges)
