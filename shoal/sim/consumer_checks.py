@@ -19,15 +19,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shoal.clock import monotonic_ms
-from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
-from shoal.sim.consumer_groups import REBALANCE_TIMEOUT_MS, SESSION_TIMEOUT_MS
+from shoal.sim.consumer_groups import FENCED, REBALANCE_TIMEOUT_MS, SESSION_TIMEOUT_MS
 
 if TYPE_CHECKING:
     from shoal.sim.trace import Trace
 
 _MARGIN_MS = 250
-_FENCED = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH})
 Partition = tuple[str, uuid.UUID, int]  # group, topic id, partition
 
 
@@ -58,7 +56,7 @@ class ConsumerChecker:
         if response is None:
             return
         now = monotonic_ms()  # the coordinator's timers ignore the wall clock's jumps
-        if response.error_code in _FENCED:
+        if response.error_code in FENCED:
             self._release(group, member, lambda _p: True)
             return
         if response.error_code != 0:

@@ -20,7 +20,7 @@ from shoal.sim.wire import RETRY_ELSEWHERE, SimClient
 
 SESSION_TIMEOUT_MS = 3000
 REBALANCE_TIMEOUT_MS = 3000
-_FENCED = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH})
+FENCED = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH})
 
 Owned = dict[uuid.UUID, set[int]]
 
@@ -85,7 +85,7 @@ class ProtocolMember(SimClient):
             if resp is None:
                 await self.backoff()
                 continue
-            if resp.error_code in _FENCED:
+            if resp.error_code in FENCED:
                 self._give_up_all(ErrorCode(resp.error_code).name)
                 continue
             if resp.error_code != 0:

@@ -117,11 +117,7 @@ class SimDisk:
         if not self.powered:  # the dying process may still open files; nothing it writes lands
             exists = os.path.exists(key)
             fd = os.open(key if exists else os.devnull, flags & ~(os.O_CREAT | os.O_TRUNC))
-            self._fds[fd] = (key, False)
-            if os.path.isdir(key):
-                self._dir_fds.add(fd)
-            else:
-                self._dir_fds.discard(fd)
+            self._opened(fd, key, False, os.path.isdir(key))
             return fd
         is_dir = os.path.isdir(key)
         if not is_dir:
@@ -129,12 +125,15 @@ class SimDisk:
             if flags & os.O_TRUNC:
                 self._preserve(key, 0, os.path.getsize(key) if os.path.exists(key) else 0)
         fd = os.open(key, flags, mode)
-        self._fds[fd] = (key, bool(flags & os.O_APPEND))
+        self._opened(fd, key, bool(flags & os.O_APPEND), is_dir)
+        return fd
+
+    def _opened(self, fd: int, key: str, append: bool, is_dir: bool) -> None:
+        self._fds[fd] = (key, append)
         if is_dir:
             self._dir_fds.add(fd)
         else:
             self._dir_fds.discard(fd)
-        return fd
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
         if not self.powered:

@@ -18,35 +18,25 @@ import asyncio
 import uuid
 from typing import Any
 
+from shoal.broker.share.sessions import next_epoch
+from shoal.client.share_session import acknowledgement_batches
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.share_fetch_request import ShareFetchRequest
 from shoal.protocol.generated.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from shoal.sim.consumer_groups import FENCED
 from shoal.sim.network import NetworkError
 from shoal.sim.wire import RETRY_ELSEWHERE, SimClient
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 SESSION_TIMEOUT_MS = 3000  # the run's group.share.session.timeout.ms
-_FENCED = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH})
 _SESSION_LOST = frozenset({ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH})
 
 
-def _next_epoch(epoch: int) -> int:
-    return 1 if epoch >= 0x7FFFFFFF else epoch + 1
-
-
 def ack_batches(acks: dict[int, int]) -> list[ShareFetchRequest.AcknowledgementBatch]:
-    """Offsets and their acknowledge types as batches of consecutive offsets of one type."""
-    batches: list[ShareFetchRequest.AcknowledgementBatch] = []
-    for offset in sorted(acks):
-        kind = acks[offset]
-        last = batches[-1] if batches else None
-        if last is not None and last.last_offset == offset - 1 and last.acknowledge_types == [kind]:
-            last.last_offset = offset
-        else:
-            batches.append(ShareFetchRequest.AcknowledgementBatch(first_offset=offset, last_offset=offset,
-                                                                  acknowledge_types=[kind]))
-    return batches
+    """Offsets and their acknowledge types as the wire's batches (the shoal client's encoding)."""
+    return [ShareFetchRequest.AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=types)
+            for first, last, types in acknowledgement_batches(acks)]
 
 
 class ShareMember(SimClient):
@@ -73,7 +63,7 @@ class ShareMember(SimClient):
         resp = await self._heartbeat(self.epoch)
         if resp is None:
             return
-        if resp.error_code in _FENCED:
+        if resp.error_code in FENCED:
             self.trace.emit(f"{self.name} fenced ({ErrorCode(resp.error_code).name}): joins again")
             self.epoch, self.assigned = 0, set()
             return
@@ -128,7 +118,7 @@ class ShareMember(SimClient):
         if resp.error_code != 0:
             await self.backoff()
             return
-        self.sessions[node] = (_next_epoch(epoch), set(partitions))
+        self.sessions[node] = (next_epoch(epoch), set(partitions))
         for topic in resp.responses:
             for part in topic.partitions:
                 if part.error_code in RETRY_ELSEWHERE:
