@@ -95,6 +95,8 @@ class ServerConnection:
         self._released: list[tuple[Any, int]] = []
         self._close_after = False
         self.task = asyncio.get_running_loop().create_task(self._run())
+        network.handling[self.task] = None
+        self.task.add_done_callback(network.handling.pop)
 
     # what handlers call on a connection
     def throttle(self, ms: int) -> None:
@@ -234,10 +236,15 @@ class SimNetwork:
         self.handled = 0  # requests nodes began to handle
         self.ghost_tokens: set[int] = set()  # tokens of duplicate deliveries
         self._cut_until: dict[int, float] = {}  # node id -> when its network partition heals
+        self._dead = False  # the process died and its successor is not up: every connect is refused
+        # every node-side connection task still running, in the order they began: a connection a node
+        # crash closed may still be handling a request (the node stops; its handlers go on in-process)
+        self.handling: dict[asyncio.Task[None], None] = {}
 
     def set_broker(self, broker: Broker) -> None:
         """After a whole-cluster restart: new connections reach the new broker's nodes."""
         self.broker = broker
+        self._dead = False
 
     def connect(self, node_id: int, client: str) -> ClientConnection:
         return ClientConnection(self, node_id, client)
@@ -253,6 +260,11 @@ class SimNetwork:
         self._cut_until[node_id] = max(self._cut_until.get(node_id, 0.0), self.loop.time() + seconds)
         self.trace.fault("network-partition", f"node {node_id} cut off for {seconds:.1f} s")
 
+    def heal(self) -> None:
+        """The network's faults stop: partitions heal, nothing more is lost, dropped or duplicated."""
+        self._cut_until.clear()
+        self.rates = FaultRates.none()
+
     def _cut(self, node_id: int) -> bool:
         return self.loop.time() < self._cut_until.get(node_id, 0.0)
 
@@ -267,7 +279,7 @@ class SimNetwork:
 
     def _server_for(self, conn: ClientConnection) -> ServerConnection | None:
         node = self.broker.nodes.get(conn.node_id)
-        if node is None or not node.running:
+        if node is None or not node.running or self._dead:
             return None
         if conn.server is None or conn.server.node is not node:
             self._peers += 1
@@ -319,7 +331,7 @@ class SimNetwork:
     def _deliver_ghost(self, node_id: int, client: str, frame: bytearray, corr: int, api_key: int,
                        version: int, request: Any) -> None:
         node = self.broker.nodes.get(node_id)
-        if node is None or not node.running or self._cut(node_id):
+        if node is None or not node.running or self._dead or self._cut(node_id):
             return
         self._peers += 1
         ghost = ServerConnection(self, node_id, f"10.1.{self._peers % 250}.1:{30000 + self._peers}", ghost=True)
@@ -355,8 +367,13 @@ class SimNetwork:
 
     def kill_all(self) -> list[asyncio.Task[None]]:
         """The process dies: every connection drops and requests being handled stop where they
-        are (their tasks are cancelled; the caller awaits the returned tasks)."""
-        tasks = [server.task for servers in self._servers.values() for server in servers]
+        are (their tasks are cancelled; the caller awaits the returned tasks), those of connections
+        closed earlier too (seed 15495: an acknowledgement on a crashed node's connection, still
+        waiting to be written, was answered from the dead process after the power cut)."""
+        tasks = list(self.handling)
+        # nothing reaches the dying process while it closes (its nodes stop one by one): a request
+        # handled then would be answered from state the dead process never wrote (seed 15495)
+        self._dead = True
         self.drop_all()
         for task in tasks:
             task.cancel()

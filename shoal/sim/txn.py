@@ -79,7 +79,12 @@ class TransactionalProducer(SimClient):
     async def _init(self) -> None:
         req = InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=TXN_TIMEOUT_MS,
                                     producer_id=-1, producer_epoch=-1)
-        while await self._coordinator_call(ApiKey.INIT_PRODUCER_ID, req, lambda r: r.error_code) != 0:
+        while True:
+            try:
+                if await self._coordinator_call(ApiKey.INIT_PRODUCER_ID, req, lambda r: r.error_code) == 0:
+                    break
+            except _Fatal as e:  # as an application retries init_transactions after its timeout (seed 19517)
+                self.trace.emit(f"{self.name} {e}; initializing again")
             await self.backoff()
         self.seqs.clear()
         self.trace.emit(f"{self.name} transactional producer id {self.pid} epoch {self.epoch}")

@@ -8,6 +8,7 @@ consumer does; records are produced with Produce. Group configs set the group's 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import uuid
 
@@ -367,5 +368,49 @@ def test_a_share_fetch_of_an_offline_log_answers_kafka_storage_error(tmp_path, m
             assert resp.error_code == 0
             assert [p.error_code for t in resp.responses for p in t.partitions] == [ErrorCode.KAFKA_STORAGE_ERROR]
             assert acquired(resp) == []
+            await c.close()
+    run(go())
+
+
+def test_a_fetch_whose_connection_closed_while_the_state_loaded_gives_its_records_back(tmp_path, monkeypatch):
+    # found by the simulator (swarm seed 15502): a ShareFetch waiting for its partition's state from the share
+    # coordinator went on after its node stopped and its connection closed, and acquired records for an
+    # answer never sent; they stayed locked, held by no one, until the lock ran out
+    async def go():
+        async with running_broker(tmp_path) as broker:
+            c, tid = await setup(broker, records=3)
+            reading, gate = asyncio.Event(), asyncio.Event()
+            read_state = broker.share_coordinators.read_state
+
+            async def slow_read(*args):  # noqa: ANN002, ANN202
+                reading.set()
+                await gate.wait()
+                return await read_state(*args)
+
+            monkeypatch.setattr(broker.share_coordinators, "read_state", slow_read)
+            c2 = await RawClient.connect(port(broker))
+            gone = Member(c2, "sg", tid)
+            pending = asyncio.ensure_future(gone.fetch())
+            await asyncio.wait_for(reading.wait(), 5)
+            await c2.close()
+            sessions = broker.share.sessions(0)
+            for _ in range(100):  # the node sees the connection close: the session ends
+                if sessions.get("sg", gone.member_id) is None:
+                    break
+                await asyncio.sleep(0.02)
+            assert sessions.get("sg", gone.member_id) is None
+            gate.set()
+            for _ in range(100):  # the fetch goes on and acquires
+                with contextlib.suppress(KeyError):
+                    if broker.share.partition("sg", "q", 0).in_flight_count():
+                        break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.1)
+            sp = broker.share.partition("sg", "q", 0)
+            assert sp.in_flight_count() == 3 and sp.acquired_count() == 0
+            other = Member(c, "sg", tid)
+            assert acquired(await other.fetch()) == [(0, 2, 2)]  # at once, its second delivery
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
             await c.close()
     run(go())

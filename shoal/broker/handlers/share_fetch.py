@@ -156,6 +156,11 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
             return _response(ctx, {}, ack_results, lock_ms)
         fetched = {} if renew_only else await _fetch(ctx, session, readable, max_records, req.max_bytes,
                                                      batch_optimized)
+        if fetched and not _still_wanted(ctx, session):
+            # it went away while the partition's state loaded (its node stopped, say): give back what
+            # was acquired for it, or the records would wait out a lock no one holds
+            _give_back(ctx, session, fetched)
+            return _response(ctx, {}, ack_results, lock_ms)
         remaining = deadline - monotonic_ms()
         acquired = any(data.get("ranges") for data in fetched.values())
         if acquired or remaining <= 0 or renew_only or not ctx.node.running:
@@ -170,6 +175,14 @@ def _still_wanted(ctx: RequestContext, session: ShareSession) -> bool:
     """Whether the fetch's session is still open and its connection still there."""
     current = ctx.broker.share.sessions(ctx.node.node_id).get(session.group_id, session.member_id)
     return current is session and not (ctx.connection is not None and ctx.connection.closed)
+
+
+def _give_back(ctx: RequestContext, session: ShareSession, fetched: dict[Partition, dict[str, Any]]) -> None:
+    now = monotonic_ms()
+    for (_topic_id, index), data in fetched.items():
+        if data.get("ranges"):
+            ctx.broker.share.release_acquired(session.group_id, session.member_id, data["name"], index,
+                                              [(f, last) for f, last, _ in data["ranges"]], now)
 
 
 def _name(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shoal.broker.group_configs import broker_values, default_value, duration_ms
-from shoal.broker.share.partition import SharePartition
+from shoal.broker.share.partition import AcknowledgeType, SharePartition
 from shoal.broker.share.records_state import merge_acquired
 from shoal.broker.share.sessions import ShareSession, ShareSessionCache
 from shoal.clock import monotonic_ms, now_ms
@@ -280,6 +280,20 @@ class SharePartitions:
             if sp is not None and sp.release_member(session.member_id, now):
                 self.broker.fetch_waiters.notify(info.name, index)
                 self._persist_later((session.group_id, info.name, index))
+
+    def release_acquired(self, group_id: str, member_id: str, topic: str, index: int,
+                         ranges: list[tuple[int, int]], now: int) -> None:
+        """Records just acquired for an answer that will never be sent (its connection closed while
+        the fetch waited for the partition's state): available again now, not when their lock ends.
+        Their delivery count stays, as for any release."""
+        key = (group_id, topic, index)
+        sp = self._partitions.get(key)
+        if sp is None or not ranges:
+            return
+        if sp.acknowledge(member_id, [(f, last, [AcknowledgeType.RELEASE]) for f, last in ranges],
+                          now) == ErrorCode.NONE:
+            self.broker.fetch_waiters.notify(topic, index)
+            self._persist_later(key)
 
     def connection_closed(self, connection: object) -> None:
         """A client connection closed: its share sessions end."""
