@@ -204,7 +204,7 @@ PLANTS: dict[str, Plant] = {p.name: p for p in [
           found_within=10, found_within_swarm=10),
     Plant("skip-epoch-fence", "a partition appends a batch of a fenced (older) producer epoch",
           "shoal.storage.producer_state", "ProducerStateManager.check_batch", _skip_epoch_fence,
-          found_within=70, found_within_swarm=400),
+          found_within=120, found_within_swarm=400),
     Plant("skip-flush", "a log acknowledges appends before fsync although flush.messages=1 asks for it",
           "shoal.storage.log", "PartitionLog._flush_if_due", _skip_flush,
           found_within=10, found_within_swarm=30),

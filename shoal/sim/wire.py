@@ -115,8 +115,20 @@ class SimClient:
         return c
 
     async def call(self, node_id: int, api_key: ApiKey, request: Any) -> Any:
-        """One attempt; raises `shoal.sim.network.NetworkError` on no answer."""
-        return await self.conn(node_id).call(api_key, VERSIONS[api_key], request, REQUEST_TIMEOUT_S)
+        """One attempt; raises `shoal.sim.network.NetworkError` on no answer, after forgetting
+        what the client knew of that node: as Kafka's clients do on a disconnect or a timeout, the
+        partitions it led and the coordinators it was are looked up again (a crashed node's
+        partitions are found on their new leaders instead of waiting for it to come back)."""
+        from shoal.sim.network import NetworkError
+
+        try:
+            return await self.conn(node_id).call(api_key, VERSIONS[api_key], request, REQUEST_TIMEOUT_S)
+        except NetworkError:
+            for tp in [tp for tp, leader in self.leaders.items() if leader == node_id]:
+                del self.leaders[tp]
+            for key in [key for key, node in self.coordinators.items() if node == node_id]:
+                del self.coordinators[key]
+            raise
 
     async def backoff(self) -> None:
         await asyncio.sleep(self.rng.uniform(0.05, 0.3))

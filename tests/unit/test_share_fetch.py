@@ -414,3 +414,37 @@ def test_a_fetch_whose_connection_closed_while_the_state_loaded_gives_its_record
             await asyncio.gather(pending, return_exceptions=True)
             await c.close()
     run(go())
+
+
+def test_closing_a_session_with_a_former_leader_leaves_what_the_member_holds_on_the_new_one(tmp_path):
+    # found by the simulator (swarm seed 1008): a member's connection to the partition's old leader closed,
+    # and ending that session released the records the member held through its session with the new leader
+    async def go():
+        async with running_broker(tmp_path, nodes=3) as broker:
+            c = await RawClient.connect(port(broker))
+            resp = await c.call(ApiKey.CREATE_TOPICS, 7, create_req("q", rf=3))
+            assert resp.topics[0].error_code == 0
+            tid = broker.metadata.topics["q"].topic_id
+            await group_configs(c, "sg", share_auto_offset_reset="earliest")
+            old = broker.metadata.leader("q", 0)
+            oc = await RawClient.connect(port(broker, old))
+            for i in range(4):
+                await produce_one(oc, "q", 0, batch(1, ts=1000 + i))
+            member = str(uuid.uuid4())
+            at_old = Member(oc, "sg", tid, member)
+            assert acquired(await at_old.fetch(max_records=1)) == [(0, 0, 1)]
+            new = next(n for n in broker.node_ids if n != old)
+            await broker.reassign("q", 0, [new, *[n for n in broker.node_ids if n != new]])
+            assert broker.metadata.leader("q", 0) == new
+            nc = await RawClient.connect(port(broker, new))
+            assert acquired(await Member(nc, "sg", tid, member).fetch()) == [(0, 3, 1)]  # 0 came back at the move
+            await oc.close()  # the session with the old leader ends
+            sp = broker.share.partition("sg", "q", 0)
+            for _ in range(25):
+                await asyncio.sleep(0.02)
+            assert sp.acquired_count() == 4
+            c2 = await RawClient.connect(port(broker, new))
+            assert acquired(await Member(c2, "sg", tid).fetch()) == []  # nothing of it for anyone else
+            for x in (c, nc, c2):
+                await x.close()
+    run(go())

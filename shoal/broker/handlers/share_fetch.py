@@ -91,7 +91,7 @@ def _session(ctx: RequestContext, req: Any, adds: list[Partition], forgotten: li
     if req.share_session_epoch == INITIAL_EPOCH:
         session, old, code = share.sessions(ctx.node.node_id).open(req.group_id, req.member_id, ctx.connection, adds)
         if old is not None:
-            share.release_session(old, monotonic_ms())
+            share.release_session(old, ctx.node.node_id, monotonic_ms())
         return session, code
     session, code = _existing_session(ctx, req)
     if session is not None and req.share_session_epoch != FINAL_EPOCH:
@@ -141,7 +141,7 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetch
     lock_ms = share.lock_duration_ms(group_id)
     if req.share_session_epoch == FINAL_EPOCH:
         share.sessions(ctx.node.node_id).close(session)
-        share.release_session(session, monotonic_ms())
+        share.release_session(session, ctx.node.node_id, monotonic_ms())
         return _response(ctx, {}, ack_results, lock_ms)
     if req.share_session_epoch != INITIAL_EPOCH:  # a new session already expects epoch 1
         share.sessions(ctx.node.node_id).advance(session)
@@ -281,7 +281,7 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
     results = await _apply_acks(ctx, req.group_id, req.member_id, acks, _readable(ctx, [t for t, _ in acks]))
     if req.share_session_epoch == FINAL_EPOCH:
         share.sessions(ctx.node.node_id).close(session)
-        share.release_session(session, monotonic_ms())
+        share.release_session(session, ctx.node.node_id, monotonic_ms())
     else:
         share.sessions(ctx.node.node_id).advance(session)
     lock_ms = share.lock_duration_ms(req.group_id) if ctx.api_version >= 2 else 0  # v2+ field

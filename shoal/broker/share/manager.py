@@ -270,16 +270,20 @@ class SharePartitions:
         self.broker.fetch_waiters.notify(topic, index)  # released records may be fetched again
         return await self.persist(key)
 
-    def release_session(self, session: ShareSession, now: int) -> None:
-        """A share session ended: records its member holds on its partitions become available."""
+    def release_session(self, session: ShareSession, node_id: int, now: int) -> None:
+        """A share session on ``node_id`` ended: records its member holds on the session's partitions
+        that node leads become available. A partition led elsewhere now is not this session's to
+        release: its member may hold records of it through its session with the new leader (in Kafka
+        the old broker no longer has the partition at all)."""
         for topic_id, index in session.partitions:
             info = self.broker.metadata.by_id.get(topic_id)
             if info is None:
                 continue
-            sp = self._partitions.get((session.group_id, info.name, index))
-            if sp is not None and sp.release_member(session.member_id, now):
+            key = (session.group_id, info.name, index)
+            sp = self._partitions.get(key)
+            if sp is not None and self._leaders.get(key) == node_id and sp.release_member(session.member_id, now):
                 self.broker.fetch_waiters.notify(info.name, index)
-                self._persist_later((session.group_id, info.name, index))
+                self._persist_later(key)
 
     def release_acquired(self, group_id: str, member_id: str, topic: str, index: int,
                          ranges: list[tuple[int, int]], now: int) -> None:
@@ -298,9 +302,9 @@ class SharePartitions:
     def connection_closed(self, connection: object) -> None:
         """A client connection closed: its share sessions end."""
         now = monotonic_ms()
-        for cache in self._sessions.values():
+        for node_id, cache in self._sessions.items():
             for session in cache.close_connection(connection):
-                self.release_session(session, now)
+                self.release_session(session, node_id, now)
 
     def leadership_changed(self) -> None:
         """Partitions moved to other nodes: their share partitions are dropped here and the new
