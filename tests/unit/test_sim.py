@@ -178,7 +178,8 @@ def test_regression_seeds_run_clean(seed: int) -> None:
 
 
 # Swarm seeds of the long sweeps (docs/reliability.md) that failed, each on the code before its fix and on
-# the schedules of the commit that fixed it (15502-19517: 5c685e8; 1008: 6a50f58, which changed every schedule).
+# the schedules of the commit that fixed it (15502-19517: 5c685e8; 1008, 15031: 6a50f58, which changed every
+# schedule, and after).
 SWARM_REGRESSION_SEEDS = {
     # test_share_fetch.py::test_a_fetch_whose_connection_closed_while_the_state_loaded_gives_its_records_back
     15502: "a ShareFetch waiting for its partition's state went on after its node stopped and acquired records "
@@ -192,6 +193,8 @@ SWARM_REGRESSION_SEEDS = {
     # (1008 and 2709 of swarm seeds 1-3000 once the clients looked leaders up again after a network error)
     1008: "a member's session with a partition's old leader ended and released what the member held through "
           "its session with the new leader",
+    # the simulator's own: a DeleteTopics that went unanswered through every attempt had been done
+    15031: "the admin judged a topic whose delete went unanswered as still there; the delete had landed",
     # the simulator's own: the transactional producer gave up init_transactions for good after 40 tries
     19517: "InitProducerId went unanswered through crashes every 0.6 s; the producer now initializes again",
 }
