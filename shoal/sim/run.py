@@ -72,10 +72,10 @@ class SimConfig:
     disk: DiskRates = field(default_factory=DiskRates)
 
 
+# After the workload's time, how long the faults stop for before a client still running is called stuck.
+QUIET_S = 30.0
 # Partition files go to memory where the OS offers it: the simulated disk (`disk.py`) decides what
 # survives a power cut, and never calls the real fsync.
-# after the workload's time, what faults stop for before a client still running is called stuck
-QUIET_S = 30.0
 _SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
