@@ -101,6 +101,7 @@ class TransactionalProducer(SimClient):
 
     async def _transaction(self, t: int, commit: bool) -> None:
         parts = sorted(self.rng.sample(range(self.partitions), self.rng.randint(1, self.partitions)))
+        self.checker.began((self.name, self.epoch, t))
         add = AddPartitionsToTxnRequest(
             v3_and_below_transactional_id=self.transactional_id, v3_and_below_producer_id=self.pid,
             v3_and_below_producer_epoch=self.epoch, v3_and_below_topics=[

@@ -49,6 +49,11 @@ class TxnChecker:
         self.trace.violation(invariant, detail)
 
     # ------------------------------------------------------------------ from the clients
+    def began(self, key: TxnKey) -> None:
+        """Transaction ``key`` is about to add its partitions: from now on it is the producer's open one
+        (a late EndTxn landing before its first record is acknowledged ends it; seed 61278)."""
+        self.current[key[0]] = key
+
     def written(self, key: TxnKey, value: bytes) -> None:
         self.written_by.setdefault(key, []).append(value)
         self.current[key[0]] = key

@@ -178,8 +178,8 @@ def test_regression_seeds_run_clean(seed: int) -> None:
 
 
 # Swarm seeds of the long sweeps (docs/reliability.md) that failed, each on the code before its fix and on
-# the schedules of the commit that fixed it (15502-19517: 5c685e8; 1008, 15031: 6a50f58, which changed every
-# schedule, and after).
+# the schedules of the commit that fixed it (15502-19517: 5c685e8; 1008, 15031, 61278: 6a50f58, which changed
+# every schedule, and after).
 SWARM_REGRESSION_SEEDS = {
     # test_share_fetch.py::test_a_fetch_whose_connection_closed_while_the_state_loaded_gives_its_records_back
     15502: "a ShareFetch waiting for its partition's state went on after its node stopped and acquired records "
@@ -195,6 +195,9 @@ SWARM_REGRESSION_SEEDS = {
           "its session with the new leader",
     # the simulator's own: a DeleteTopics that went unanswered through every attempt had been done
     15031: "the admin judged a topic whose delete went unanswered as still there; the delete had landed",
+    # the simulator's own: a late EndTxn (transaction version 1) was put down to the transaction before the
+    # one it ended, which had added its partitions but had no record acknowledged yet
+    61278: "a late copy of an abort's EndTxn ended the next transaction, which the checker then judged",
     # the simulator's own: the transactional producer gave up init_transactions for good after 40 tries
     19517: "InitProducerId went unanswered through crashes every 0.6 s; the producer now initializes again",
 }
