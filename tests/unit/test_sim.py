@@ -177,9 +177,9 @@ def test_regression_seeds_run_clean(seed: int) -> None:
     assert result.ok, f"seed {seed} ({REGRESSION_SEEDS[seed]}): {result.violations[0]}"
 
 
-# Swarm seeds of the long sweeps (docs/reliability.md) that failed, each on the code before its fix and on
-# the schedules of the commit that fixed it (15502-19517: 5c685e8; 1008, 15031, 61278: 6a50f58, which changed
-# every schedule, and after).
+# Swarm seeds of the long sweeps (docs/reliability.md) that failed, each on the code just before its fix:
+# 15502, 15495, 15100 and 19517 on 9754a06's schedules; 1008, 15031 and 61278 on those since 6a50f58, whose
+# clients look leaders up again after a network error (it changed every seed's schedule).
 SWARM_REGRESSION_SEEDS = {
     # test_share_fetch.py::test_a_fetch_whose_connection_closed_while_the_state_loaded_gives_its_records_back
     15502: "a ShareFetch waiting for its partition's state went on after its node stopped and acquired records "
