@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import errno
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -105,6 +106,29 @@ async def setup(broker, group: str = "sg", records: int = 10, **configs: str):  
     return c, topic_id
 
 
+async def setup_replicated(broker, records: int):  # noqa: ANN001, ANN201
+    """On three nodes: topic q replicated on all, group sg starting at the earliest, ``records`` records
+    produced on the leader. A client of the first node, the topic id, the leader, and a client of it."""
+    c = await RawClient.connect(port(broker))
+    resp = await c.call(ApiKey.CREATE_TOPICS, 7, create_req("q", rf=3))
+    assert resp.topics[0].error_code == 0
+    tid = broker.metadata.topics["q"].topic_id
+    await group_configs(c, "sg", share_auto_offset_reset="earliest")
+    leader = broker.metadata.leader("q", 0)
+    lc = await RawClient.connect(port(broker, leader))
+    for i in range(records):
+        await produce_one(lc, "q", 0, batch(1, ts=1000 + i))
+    return c, tid, leader, lc
+
+
+async def until(check: Callable[[], bool], tries: int = 250) -> None:
+    """Wait (20 ms at a time, ``tries`` times at most) for ``check``; the caller asserts what it needs."""
+    for _ in range(tries):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+
+
 def test_two_members_share_a_partition_and_no_record_goes_twice(tmp_path):
     async def go():
         async with running_broker(tmp_path) as broker:
@@ -170,10 +194,7 @@ def test_an_expired_lock_and_a_closed_connection_return_the_records(tmp_path):
             assert ack_errors(late) == [ErrorCode.INVALID_RECORD_STATE]
             # `other` goes away without acknowledging: its records come back at once
             await c2.close()
-            for _ in range(50):
-                if broker.share.partition("sg", "q", 0).acquired_count() == 0:
-                    break
-                await asyncio.sleep(0.02)
+            await until(lambda: broker.share.partition("sg", "q", 0).acquired_count() == 0, tries=50)
             assert acquired(await holder.fetch()) == [(0, 1, 3)]
             await c.close()
     run(go())
@@ -240,16 +261,7 @@ def test_the_state_survives_a_restart_from_the_share_coordinator(tmp_path):
 def test_three_nodes_the_partition_leader_stops_and_the_new_leader_takes_the_persisted_state(tmp_path):
     async def go():
         async with running_broker(tmp_path, nodes=3) as broker:
-            leader = None
-            c = await RawClient.connect(port(broker))
-            resp = await c.call(ApiKey.CREATE_TOPICS, 7, create_req("q", rf=3))
-            assert resp.topics[0].error_code == 0
-            tid = broker.metadata.topics["q"].topic_id
-            await group_configs(c, "sg", share_auto_offset_reset="earliest")
-            leader = broker.metadata.leader("q", 0)
-            lc = await RawClient.connect(port(broker, leader))
-            for i in range(5):
-                await produce_one(lc, "q", 0, batch(1, ts=1000 + i))
+            c, tid, leader, lc = await setup_replicated(broker, records=5)
             m = Member(lc, "sg", tid)
             assert acquired(await m.fetch()) == [(0, 4, 1)]
             assert (await m.ack([(0, 1, [ACCEPT])])).error_code == 0
@@ -394,18 +406,17 @@ def test_a_fetch_whose_connection_closed_while_the_state_loaded_gives_its_record
             await asyncio.wait_for(reading.wait(), 5)
             await c2.close()
             sessions = broker.share.sessions(0)
-            for _ in range(250):  # the node sees the connection close: the session ends
-                if sessions.get("sg", gone.member_id) is None:
-                    break
-                await asyncio.sleep(0.02)
+            await until(lambda: sessions.get("sg", gone.member_id) is None)  # the node saw the close
             assert sessions.get("sg", gone.member_id) is None
             gate.set()
-            for _ in range(250):  # the fetch goes on, acquires, and (fixed) gives back
+
+            def given_back() -> bool:  # the fetch went on, acquired, and (fixed) gave back
                 with contextlib.suppress(KeyError):
                     sp = broker.share.partition("sg", "q", 0)
-                    if sp.in_flight_count() and not sp.acquired_count():
-                        break
-                await asyncio.sleep(0.02)
+                    return bool(sp.in_flight_count()) and not sp.acquired_count()
+                return False
+
+            await until(given_back)
             sp = broker.share.partition("sg", "q", 0)
             assert sp.in_flight_count() == 3 and sp.acquired_count() == 0
             other = Member(c, "sg", tid)
@@ -421,15 +432,7 @@ def test_closing_a_session_with_a_former_leader_leaves_what_the_member_holds_on_
     # and ending that session released the records the member held through its session with the new leader
     async def go():
         async with running_broker(tmp_path, nodes=3) as broker:
-            c = await RawClient.connect(port(broker))
-            resp = await c.call(ApiKey.CREATE_TOPICS, 7, create_req("q", rf=3))
-            assert resp.topics[0].error_code == 0
-            tid = broker.metadata.topics["q"].topic_id
-            await group_configs(c, "sg", share_auto_offset_reset="earliest")
-            old = broker.metadata.leader("q", 0)
-            oc = await RawClient.connect(port(broker, old))
-            for i in range(4):
-                await produce_one(oc, "q", 0, batch(1, ts=1000 + i))
+            c, tid, old, oc = await setup_replicated(broker, records=4)
             member = str(uuid.uuid4())
             at_old = Member(oc, "sg", tid, member)
             assert acquired(await at_old.fetch(max_records=1)) == [(0, 0, 1)]
@@ -439,10 +442,7 @@ def test_closing_a_session_with_a_former_leader_leaves_what_the_member_holds_on_
             nc = await RawClient.connect(port(broker, new))
             assert acquired(await Member(nc, "sg", tid, member).fetch()) == [(0, 3, 1)]  # 0 came back at the move
             await oc.close()  # the session with the old leader ends
-            for _ in range(250):
-                if broker.share.sessions(old).get("sg", member) is None:
-                    break
-                await asyncio.sleep(0.02)
+            await until(lambda: broker.share.sessions(old).get("sg", member) is None)
             assert broker.share.sessions(old).get("sg", member) is None
             assert broker.share.partition("sg", "q", 0).acquired_count() == 4
             c2 = await RawClient.connect(port(broker, new))
