@@ -156,16 +156,16 @@ def test_shrink_keeps_the_failure_on_a_shorter_schedule(capsys: pytest.CaptureFi
 # unit test named beside it keeps the defect covered meanwhile.
 REGRESSION_SEEDS = {
     # test_sim_disk.py::test_recovery_keeps_the_aborted_index_it_rebuilds_before_its_snapshot; first seen at
-    # seeds 516, 673, 875, 1016; 9 of seeds 1-1000 on the code of 2026-12-02 with the fix reverted; of those,
-    # 388 still fails with it reverted on the schedules of 2026-12-02's third session (65 no longer does)
-    388: "recovery rebuilt the aborted-transaction index unsynced, then synced a snapshot that skips the "
-         "rebuild: after a second power cut read_committed delivered an aborted record",
+    # seeds 516, 673, 875, 1016; re-chosen on the schedules since 6a50f58 (clients that look leaders up again),
+    # where 388 no longer fails with the fix reverted: 7 of seeds 1-1000 do (22, 267, 504, 716, 872, 912, 946)
+    22: "recovery rebuilt the aborted-transaction index unsynced, then synced a snapshot that skips the "
+        "rebuild: after a second power cut read_committed delivered an aborted record",
     # tests/interop/test_wall_clock_step.py; 5 of seeds 1-60 (35, 42, 45, 49, 55) on the code of 2026-12-02
-    # with the coordinators' timers on the wall clock again
+    # with the coordinators' timers on the wall clock again; 42 still fails so on the schedules since 6a50f58
     42: "a clock-jump expired a KIP-848 member's session at once: its partitions went to another member "
         "it had not revoked",
     # test_coordinator_runtime.py::test_a_rebuild_after_a_failed_write_does_not_run_on_a_stopped_node; first seen
-    # at seeds 4347, 5189, 5211 of a sweep of 4001-6000
+    # at seeds 4347, 5189, 5211 of a sweep of 4001-6000; 4347 still fails with the fix reverted since 6a50f58
     4347: "a coordinator partition's rebuild after a failed write ran on a node that had stopped meanwhile; "
           "the node served that stale shard when it came back (an offset commit lost)",
 }
