@@ -45,7 +45,7 @@ wait "$drivers" || echo "building the Go/JS client drivers failed; tests/interop
 
 .venv/bin/ruff check shoal pyspark_shoal tests bench examples scripts
 .venv/bin/mypy shoal/coordinator shoal/broker/security shoal/broker/share shoal/client/security.py shoal/client/sasl_mechanisms.py \
-    shoal/sim shoal/clock.py shoal/entropy.py shoal/fileio.py shoal/assignors
+    shoal/sim shoal/clock.py shoal/entropy.py shoal/fileio.py shoal/waits.py shoal/assignors
 # Two test processes (pytest-xdist, whole modules per process) on the two cores: the suite is mostly real
 # clients, brokers and JVMs waiting on each other, ~30 min here against ~46 in one process.
 # SHOAL_TEST_WORKERS=1 runs it in one.

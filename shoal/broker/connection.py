@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from shoal.broker.security.authentication import Authenticator
 from shoal.broker.security.principal import ANONYMOUS, subject_dn
 from shoal.clock import monotonic_ms
+from shoal.waits import wait_event
 
 if TYPE_CHECKING:
     from shoal.broker.node import BrokerNode, NodeListener
@@ -437,10 +438,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # budget comes back when sent, or after a few seconds whatever the client does, so
                 # a client that never reads cannot starve every other fetch.
                 if not self._writable.is_set() and not self.closed:
-                    try:
-                        await asyncio.wait_for(self._writable.wait(), _RELEASE_AFTER_S)
-                    except TimeoutError:
-                        pass
+                    await wait_event(self._writable, _RELEASE_AFTER_S)
                 self._release_sent()
                 if not self._writable.is_set() and not self.closed:
                     await self._writable.wait()

@@ -22,6 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from shoal.waits import within
+
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
 
@@ -256,7 +258,7 @@ class MetricsServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            head = await within(reader.readuntil(b"\r\n\r\n"), 10)
             request_line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
             if len(request_line) < 2:
                 status, body, ctype = 400, "bad request\n", "text/plain"

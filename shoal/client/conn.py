@@ -19,6 +19,7 @@ from shoal.protocol.framing import (
     start_request,
 )
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.waits import within
 
 from .errors import (
     AuthenticationError,
@@ -102,9 +103,7 @@ class BrokerConnection:
         try:
             loop = asyncio.get_running_loop()
             protocol = FrameProtocol(self._on_frame, self._on_lost)
-            transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: protocol, self.host, self.port, **tls), timeout
-            )
+            transport, _ = await within(loop.create_connection(lambda: protocol, self.host, self.port, **tls), timeout)
         except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
             self.closed = True
             if isinstance(e, ssl.SSLError) and _tls_refused(e):
@@ -264,7 +263,7 @@ class BrokerConnection:
         """Wait for the response future `send_nowait` returned, up to request.timeout.ms."""
         timeout = (timeout_ms if timeout_ms is not None else self._config["request.timeout.ms"]) / 1000
         try:
-            return await asyncio.wait_for(fut, timeout)
+            return await within(fut, timeout)
         except TimeoutError:
             # A lost response means the stream is out of step: drop the connection.
             self.close(KafkaTimeoutError(f"request {type(request).__name__} to node {self.node_id} timed out"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import re
@@ -12,6 +11,7 @@ from typing import Any
 
 from shoal.protocol.errors import ErrorCode, is_retriable
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.waits import wait_event
 
 from .assignment import resolve_assignors
 from .cluster import AsyncCore, KafkaClient, now_ms
@@ -186,8 +186,7 @@ class AIOConsumer(AsyncCore):
             if remaining <= 0:
                 return {}
             wait = min(remaining, 100 if self._group_busy() else remaining)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(fetcher.buffer.wakeup.wait(), wait / 1000)
+            await wait_event(fetcher.buffer.wakeup, wait / 1000)
             fetcher.buffer.wakeup.clear()
 
     def _new_membership(self) -> GroupMembership:

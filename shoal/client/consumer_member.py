@@ -25,6 +25,7 @@ from typing import Any
 
 from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.waits import wait_event
 
 from .cluster import ClusterMetadata, KafkaClient, cancel_and_wait, now_ms
 from .errors import (
@@ -344,8 +345,7 @@ class ConsumerMember(EpochMember):
             wait = self._heartbeat_due_in_ms()
             if self.state in SENDING_STATES:
                 wait = min(wait, max(0, self.last_poll_ms + poll_interval + 1 - now_ms()))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), wait / 1000)
+            await wait_event(self._wakeup, wait / 1000)
             self._wakeup.clear()
             if self._closed:
                 return

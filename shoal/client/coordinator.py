@@ -12,6 +12,7 @@ from shoal.assignors.types import COOPERATIVE, EAGER, Assignment, Subscription
 from shoal.assignors.types import ClusterMetadata as AssignorCluster
 from shoal.protocol.errors import ErrorCode, error_name
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.waits import wait_event
 
 from . import assignment as ap
 from .cluster import KafkaClient, cancel_and_wait, now_ms
@@ -317,8 +318,7 @@ class ConsumerCoordinator(MemberBase):
         interval = self.config["heartbeat.interval.ms"] / 1000
         while not self._closed:
             self._hb_wakeup.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._hb_wakeup.wait(), interval)
+            await wait_event(self._hb_wakeup, interval)
             if self._closed:
                 return
             if not self.subs.has_auto_assignment or self.generation < 0:

@@ -20,6 +20,7 @@ from typing import Any
 from shoal.protocol.errors import is_retriable
 from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.record_encode import EncodedRecords
+from shoal.waits import within
 
 from .accumulator import (
     BATCH_OVERHEAD,
@@ -336,7 +337,7 @@ class AIOProducer(ProducerSender, AsyncCore):
         """Block (up to max.block.ms) while buffer.memory is used up."""
         assert self.accumulator is not None
         try:
-            await asyncio.wait_for(self.accumulator.space.wait(), self.config["max.block.ms"] / 1000)
+            await within(self.accumulator.space.wait(), self.config["max.block.ms"] / 1000)
         except TimeoutError:
             raise KafkaTimeoutError("buffer.memory exhausted for max.block.ms") from None
 
@@ -383,8 +384,8 @@ class AIOProducer(ProducerSender, AsyncCore):
         try:
             waiters = [b.waiter() for b in batches if not b.done]
             if waiters:
-                await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True),
-                                       None if timeout_ms is None else timeout_ms / 1000)
+                await within(asyncio.gather(*waiters, return_exceptions=True),
+                             None if timeout_ms is None else timeout_ms / 1000)
         except TimeoutError:
             raise KafkaTimeoutError("flush timed out") from None
         finally:

@@ -14,6 +14,7 @@ from typing import Any
 
 from shoal.protocol.errors import ErrorCode, is_retriable
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.waits import wait_event
 
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import KafkaClient, now_ms
@@ -122,8 +123,7 @@ class ProducerSender:
 
     async def _wait_for_wakeup(self, timeout: float | None) -> None:
         assert self._wakeup is not None
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        await wait_event(self._wakeup, timeout)
 
     def _fail_queued(self, exc: BaseException) -> None:
         """Fail every batch not sent yet (a transaction in error or aborted, or the producer closing)."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.waits import wait_event, within
 
 from .cluster import AsyncCore, now_ms
 from .config import COMMON_DEFAULTS, CONSUMER_DEFAULTS, make_config
@@ -110,7 +111,7 @@ class AIOShareConsumer(ShareRequests, AsyncCore):
                                                   f"no share session with {node}"))
         if finals:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*finals, return_exceptions=True), budget / 1000)
+                await within(asyncio.gather(*finals, return_exceptions=True), budget / 1000)
         self._sessions.clear()
         await self.member.close()
 
@@ -179,8 +180,7 @@ class AIOShareConsumer(ShareRequests, AsyncCore):
             remaining = deadline - now_ms()
             if remaining <= 0:
                 return []
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), min(remaining, 200) / 1000)
+            await wait_event(self._wakeup, min(remaining, 200) / 1000)
             self._wakeup.clear()
 
     def acknowledge(self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:  # noqa: A002 - Java's name
@@ -215,7 +215,7 @@ class AIOShareConsumer(ShareRequests, AsyncCore):
         results: AckResults = {}
         calls = [self._send_acks(node, node_acks) for node, node_acks in self._by_leader(acks).items()]
         try:
-            for got in await asyncio.wait_for(asyncio.gather(*calls), budget / 1000):
+            for got in await within(asyncio.gather(*calls), budget / 1000):
                 results.update(got)
         except TimeoutError:
             raise KafkaTimeoutError(f"acknowledgements not answered within {budget} ms") from None

@@ -11,14 +11,13 @@ epoch 0; leaving is one heartbeat with epoch -1.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.generated.api_keys import ApiKey
+from shoal.waits import wait_event
 
 from .cluster import KafkaClient, cancel_and_wait, now_ms
 from .consumer_member import JOIN_EPOCH, LEAVE_EPOCH, Assignment, EpochMember
@@ -76,8 +75,7 @@ class ShareMember(EpochMember):
     async def _heartbeat_loop(self) -> None:
         while not self._closed:
             wait = max(0, self.next_heartbeat_ms - now_ms())
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), wait / 1000)
+            await wait_event(self._wakeup, wait / 1000)
             self._wakeup.clear()
             if self._closed:
                 return

@@ -32,6 +32,7 @@ from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.record_encode import build_batch
 from shoal.storage.config import LogConfig
 from shoal.storage.producer_state import AppendOrigin
+from shoal.waits import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -333,14 +334,7 @@ class CoordinatorRuntime(Generic[ShardT]):
                     timeout = None
                 else:
                     timeout = max(0.0, (deadline - self.monotonic_clock_ms()) / 1000.0)
-                try:
-                    await asyncio.wait_for(part.wake.wait(), timeout)
-                except TimeoutError:
-                    pass
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    # wait_for (3.11) swallows a cancel that races the event: honour it here.
-                    return
+                await wait_event(part.wake, timeout)
                 part.wake.clear()
                 async with part.lock:
                     if self._partitions.get(partition) is not part:

@@ -24,6 +24,9 @@ from shoal import clock
 WALL_EPOCH_MS = 1_735_689_600_000
 
 
+CANCEL_S = 10.0  # how long, in virtual time, a cancelled task may take to end
+
+
 class Deadlock(RuntimeError):
     """Nothing is ready and no timer is set: the awaited work can never finish."""
 
@@ -172,7 +175,11 @@ def _cancel_all(loop: SimLoop) -> None:
     for t in tasks:
         t.cancel()
     if tasks:
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        # bounded in virtual time: a task that drops its cancel would otherwise run on forever
+        _done, left = loop.run_until_complete(asyncio.wait(tasks, timeout=CANCEL_S))
+        if left:
+            raise Deadlock(f"{len(left)} tasks went on after they were cancelled: "
+                           + ", ".join(sorted(t.get_name() for t in left)))
 
 
 __all__ = ["Deadlock", "SimLoop", "SimServer", "WALL_EPOCH_MS", "run", "sim_clock"]

@@ -33,6 +33,7 @@ from shoal.broker.connection import CloseConnection
 from shoal.broker.security.authentication import Authenticator
 from shoal.protocol.framing import decode_response_header, encode_request, response_header_version
 from shoal.protocol.generated import api_spec
+from shoal.waits import within
 
 if TYPE_CHECKING:
     from shoal.broker.broker import Broker
@@ -191,7 +192,7 @@ class ClientConnection:
         self._pending[corr] = fut
         self.network.send(self, corr, api_key, version, request)
         try:
-            return await asyncio.wait_for(fut, timeout_s)
+            return await within(fut, timeout_s)
         except TimeoutError:
             self.close()
             raise RequestTimeout(f"no answer from node {self.node_id} in {timeout_s:g} s") from None

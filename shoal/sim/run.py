@@ -257,14 +257,14 @@ async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace
                        topic=w.txn_topic, partition=p, wait_ms=w.reader_wait_ms)
                 for p in range(w.partitions if w.txn_producers else 0)]
     loop = asyncio.get_running_loop()
-    background = [loop.create_task(r.run()) for r in readers]
+    background = [loop.create_task(r.run(), name=r.name) for r in readers]
     if w.kv_producers:
-        background.append(loop.create_task(compaction.keep_checking(lambda: cluster.broker, 0.5)))
+        background.append(loop.create_task(compaction.keep_checking(lambda: cluster.broker, 0.5), name="compaction"))
     crasher = None
     if w.crash_every_s > 0:
-        crasher = loop.create_task(cluster.crasher(random.Random(f"{seed}-crash"), w))
+        crasher = loop.create_task(cluster.crasher(random.Random(f"{seed}-crash"), w), name="crasher")
         background.append(crasher)
-    work = [loop.create_task(x.run()) for x in workers]
+    work = [loop.create_task(x.run(), name=x.name) for x in workers]
     _done, pending = await asyncio.wait(work, timeout=w.duration_s)
     if pending:
         # Faults so dense that nothing gets through (a node cut off more often than not) stall any
@@ -289,5 +289,9 @@ async def _drive(seed: int, config: SimConfig, cluster: SimCluster, trace: Trace
     await asyncio.sleep(1.0)  # let readers catch up with the last acknowledged records
     for task in background:
         task.cancel()
-    await asyncio.gather(*background, *pending, return_exceptions=True)
+    # bounded: a task that drops its cancel would otherwise run on in virtual time forever (seed 247245)
+    ending = [*background, *pending]
+    _done, left = await asyncio.wait(ending, timeout=sim_loop.CANCEL_S) if ending else (set(), set())
+    for task in [t for t in ending if t in left]:  # in a fixed order, not the set's
+        checker.fail("client-stuck", f"{task.get_name()} went on {sim_loop.CANCEL_S:g} s after it was cancelled")
     await cluster.all_up()  # a crash may have been cut short: every node up for the final scan

@@ -46,6 +46,7 @@ from shoal.protocol.generated.api_versions_response import ApiVersionsResponse
 from shoal.protocol.record_batch import HEADER_SIZE
 from shoal.protocol.record_encode import _assemble, build_batch
 from shoal.testing import sasl_fuzz
+from shoal.waits import within
 
 CONTROL_TOPIC = "fuzz-control"
 TOPICS = ["fuzz-a", "fuzz-b", "__consumer_offsets", "__transaction_state", "", "fuzz-" + "x" * 250]
@@ -232,7 +233,7 @@ async def _ask(host: str, port: int, api_key: int, version: int, request: Any) -
     try:
         writer.write(encode_request(api_key, version, 1, "fuzzer", request.encode(version)))
         await writer.drain()
-        return await asyncio.wait_for(sasl_fuzz.read_frame(reader), 10)
+        return await within(sasl_fuzz.read_frame(reader), 10)
     finally:
         writer.close()
 
@@ -262,7 +263,7 @@ async def fuzz_connection(host: str, port: int, frames: Any, stats: Stats, answe
         try:
             writer.write(frame)
             await writer.drain()
-            await asyncio.wait_for(sasl_fuzz.read_frame(reader), answer_timeout)
+            await within(sasl_fuzz.read_frame(reader), answer_timeout)
             stats.answered += 1
             continue
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -294,7 +295,7 @@ async def control_client(host: str, port: int, stats: Stats, stop: asyncio.Event
         corr += 1
         writer.write(encode_request(key, version, corr, "control", req.encode(version)))
         await writer.drain()
-        frame = await asyncio.wait_for(sasl_fuzz.read_frame(reader), 5)
+        frame = await within(sasl_fuzz.read_frame(reader), 5)
         return sasl_fuzz.decode_answer(frame, key, version, resp_cls)
 
     try:

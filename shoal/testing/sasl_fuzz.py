@@ -24,6 +24,7 @@ from shoal.protocol.generated.api_keys import ApiKey
 from shoal.protocol.generated.sasl_authenticate_request import SaslAuthenticateRequest
 from shoal.protocol.generated.sasl_authenticate_response import SaslAuthenticateResponse
 from shoal.protocol.generated.sasl_handshake_request import SaslHandshakeRequest
+from shoal.waits import within
 
 # The broker the fuzzer starts in SASL mode: PLAIN users and SCRAM enabled, a small frame bound
 # before authentication (Kafka's sasl.server.max.receive.size is 512 KiB).
@@ -92,7 +93,7 @@ async def fuzz_sessions(host: str, port: int, sessions: Iterator[list[bytes]], s
                 stats.frames += 1
                 writer.write(frame)
                 await writer.drain()
-                answer = await asyncio.wait_for(read_frame(reader), answer_timeout)
+                answer = await within(read_frame(reader), answer_timeout)
                 stats.answered += 1
                 if _authenticated(frame, answer):
                     stats.control_failures.append(f"a fuzz token authenticated: {frame[:80].hex()}")

@@ -23,6 +23,7 @@ from shoal.clock import monotonic_ms, now_ms
 from shoal.coordinator.share.state import ShareState
 from shoal.protocol.errors import ErrorCode
 from shoal.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batches
+from shoal.waits import wait_event
 
 if TYPE_CHECKING:
     from shoal.broker.services import BrokerServices
@@ -328,10 +329,7 @@ class SharePartitions:
             deadlines = [d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None]
             self._wake.clear()
             timeout = None if not deadlines else max(0.0, (min(deadlines) - monotonic_ms()) / 1000)
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except TimeoutError:
-                pass
+            await wait_event(self._wake, timeout)
             now = monotonic_ms()
             for key, sp in list(self._partitions.items()):
                 deadline = sp.next_deadline()
