@@ -51,6 +51,12 @@ def connector_jars() -> list[str]:
 def prepare(bootstrap: str) -> None:
     """The same input on each broker: explicit partitions, timestamps and headers; one aborted transaction.
 
+    Each transaction's records are flushed before it ends. librdkafka's abort purges what it has not sent,
+    so without the flush the aborted transaction held no records at all; and an abort racing the
+    transaction's AddPartitionsToTxn (answered CONCURRENT_TRANSACTIONS while the previous commit's markers
+    are written, a window Kafka has after every commit) sends EndTxn to a coordinator still in
+    PrepareCommit, which answers INVALID_TXN_STATE, fatal to the producer (a CI run failed so).
+
     The records carry timestamps from 2023: under the default retention.ms (7 days) a retention check deletes
     them (the Spark tests' shoal broker checks every 200 ms; a CI run lost conn-data that way), so every topic
     keeps its records."""
@@ -74,6 +80,7 @@ def prepare(bootstrap: str) -> None:
         tp.begin_transaction()
         for i in values:
             tp.produce("conn-txn", value=f"t{i}".encode(), partition=0)
+        assert tp.flush(30) == 0
         tp.commit_transaction(30) if commit else tp.abort_transaction(30)
 
 
