@@ -144,9 +144,18 @@ class Member:
 
     def summary(self) -> str:
         changes = [(e["ev"], e["parts"], e.get("epoch")) for e in self.of("assigned", "revoked", "lost")]
+        ended = "" if self.alive else (f", exit={self.proc.returncode}, killed={self.of('killed')}, "
+                                       f"stderr={self.stderr_tail()!r}")
         return (f"{self.name}({self.client}, alive={self.alive}, owned={sorted(self.owned)}, "
                 f"records={len(self.records)}, changes={changes}, errors={self.errors[-3:]}, "
-                f"commit_failed={len(self.of('commit_failed'))})")
+                f"commit_failed={len(self.of('commit_failed'))}{ended})")
+
+    def stderr_tail(self, chars: int = 600) -> str:
+        """The end of what the process wrote on standard error (how a member that died says why)."""
+        try:
+            return self.log_path.read_bytes()[-chars:].decode(errors="replace")
+        except OSError:
+            return ""
 
     # -- ending it
     def stop(self, timeout: float = 45.0) -> None:
@@ -161,6 +170,8 @@ class Member:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                with self.lock:
+                    self.events.append({"ev": "killed", "why": f"still running {timeout} s after its stdin closed"})
                 self.proc.kill()
                 self.proc.wait(5)
         self._reader.join(5)

@@ -41,15 +41,30 @@ def main() -> None:
     threading.Thread(target=stdin_closed, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
+    # the assignment as the callbacks changed it: what is reported when librdkafka can no longer say
+    mine: set[tuple[str, int]] = set()
+
     def report(ev: str):
         def callback(c: Consumer, parts: list[TopicPartition]) -> None:
+            changed = {(tp.topic, tp.partition) for tp in parts}
             if ev == "assigned":
                 c.incremental_assign(parts)
-            elif ev == "revoked":
-                c.incremental_unassign(parts)
-            now = c.assignment()
-            emit(ev=ev, parts=sorted(tp.partition for tp in parts), owned=sorted(tp.partition for tp in now),
-                 tps=sorted(f"{tp.topic}:{tp.partition}" for tp in now))
+                mine.update(changed)
+            else:
+                if ev == "revoked":
+                    c.incremental_unassign(parts)
+                mine.difference_update(changed)
+            try:
+                now = {(tp.topic, tp.partition) for tp in c.assignment()}
+            except KafkaException:
+                # the revoke that close() runs can come after the handle began to terminate, and then
+                # assignment() fails ("Broker handle destroyed for termination"); an exception left in a
+                # callback comes out of close() as a bare KafkaError, which no except clause catches
+                if not stop.is_set():
+                    raise
+                now = set(mine)
+            emit(ev=ev, parts=sorted(tp.partition for tp in parts), owned=sorted(p for _, p in now),
+                 tps=sorted(f"{t}:{p}" for t, p in now))
         return callback
 
     emit(ev="start", client="librdkafka")
@@ -82,9 +97,7 @@ def main() -> None:
     finally:
         try:
             consumer.close()
-        except Exception as e:  # noqa: BLE001 - confluent-kafka raises its KafkaError here
-            # librdkafka's close can report the reconciliation it cut short ("Failed to get assignment:
-            # Broker handle destroyed for termination", seen on a loaded machine) after it left the group
+        except Exception as e:  # noqa: BLE001 - reported to the test, which decides
             emit(ev="close_error", err=str(e))
         emit(ev="closed")
 
