@@ -68,7 +68,7 @@ if [ $# -eq 0 ]; then
     setsid "${idle[@]}" .venv/bin/python -m shoal.sim --swarm --seeds "1..${SHOAL_SIM_SEEDS:-10000}" --jobs 2 \
         > "$sim_out" 2>&1 &
     sim=$!
-    trap 'kill -- -"$sim" 2>/dev/null; rm -f "$sim_out"' EXIT
+    trap 'kill -- -"$sim" 2>/dev/null || true; rm -f "$sim_out"' EXIT
 fi
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" --durations=30 "$@" || status=$?
