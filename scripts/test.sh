@@ -62,7 +62,6 @@ fi
 # tests/unit/test_sim.py; for more of either: `python -m shoal.sim [--swarm] --seeds 1..100000 --jobs 2`.
 sim=
 if [ $# -eq 0 ]; then
-    idle=()
     if chrt -i 0 true 2>/dev/null; then idle=(chrt -i 0); else idle=(nice -n 19); fi
     sim_out=$(mktemp)
     setsid "${idle[@]}" .venv/bin/python -m shoal.sim --swarm --seeds "1..${SHOAL_SIM_SEEDS:-10000}" --jobs 2 \
