@@ -17,14 +17,10 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from tests.ports import free_port
+
 BURROW = "/usr/bin/Burrow"
 ZK_SERVER = "/usr/share/zookeeper/bin/zkServer.sh"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_zookeeper(port: int, timeout: float) -> None:

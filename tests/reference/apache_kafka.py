@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.ports import free_ports as _free_ports
 from tests.reference import maven
 
 __all__ = ["LINES", "KafkaCluster", "KafkaError", "fetch", "main"]
@@ -45,6 +45,8 @@ LINES: dict[str, tuple[str, ...]] = {
     "3.9": ("3.9.2", "3.9.1", "3.9.0"),
 }
 READY_TIMEOUT = 90.0
+# starts tried when a node finds a port taken (another test worker drew it too): each with new ports
+PORT_ATTEMPTS = 3
 _PR_SET_PDEATHSIG = 1
 
 
@@ -76,19 +78,6 @@ def fetch(line: str = "4") -> tuple[str, Path]:
         except maven.MavenError as e:
             reasons.append(f"{version}: {e}")
     raise KafkaError(f"Maven could not fetch Apache Kafka {line}.x from Maven Central ({'; '.join(reasons)})")
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _die_with_parent() -> None:
@@ -230,8 +219,22 @@ class KafkaCluster:
                                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
     def start(self, timeout: float = READY_TIMEOUT) -> KafkaCluster:
-        """Fetch (if needed), format and start every node; return once all are ready."""
+        """Fetch (if needed), format and start every node; return once all are ready.
+
+        A node that finds one of its ports taken (it was free when chosen) is started again on new ports, up
+        to ``PORT_ATTEMPTS`` starts; the earlier attempts' logs stay in ``workdir/port-clash-N``.
+        """
         self.version, self.lib = fetch(self.line)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start_on_new_ports(timeout)
+            except KafkaError as e:
+                if attempt == PORT_ATTEMPTS or not _PORT_CLASH.search(str(e)):
+                    raise
+                self._set_aside(self.workdir / f"port-clash-{attempt}")
+        raise AssertionError("unreachable")
+
+    def _start_on_new_ports(self, timeout: float) -> KafkaCluster:
         ports = _free_ports(2 * self.nodes + len(self.extra_listeners) * self.nodes)
         self.ports = {n: ports[2 * (n - 1)] for n in range(1, self.nodes + 1)}
         self._controller_ports = {n: ports[2 * (n - 1) + 1] for n in range(1, self.nodes + 1)}
@@ -250,6 +253,14 @@ class KafkaCluster:
             self.stop()
             raise
         return self
+
+    def _set_aside(self, folder: Path) -> None:
+        """Move a failed start's node folders (data and logs) aside, so the next start formats afresh."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in self.ports:
+            node_dir = self.workdir / f"node-{n}"
+            if node_dir.exists():
+                node_dir.rename(folder / node_dir.name)
 
     def _wait_ready(self, deadline: float) -> None:
         pending = set(self.ports)
@@ -325,6 +336,7 @@ class KafkaCluster:
         return id(self)
 
 
+_PORT_CLASH = re.compile(r"BindException|Address already in use")
 _CAUSES = (r"BindException[^\n]*", r"Address already in use[^\n]*", r"\] (?:ERROR|FATAL) [^\n]*",
            r"\w+(?:Exception|Error): [^\n]*")
 

@@ -7,13 +7,13 @@ import socket
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from shoal.tools.wire import ToolClient
+from tests.ports import free_ports
 from tests.reference import apache_kafka
 from tests.reference.apache_kafka import KafkaCluster, KafkaError
 
 
 def test_kafka_4_and_3_9_answer_api_versions(kafka_broker, kafka39_broker):
-    from shoal.tools.wire import ToolClient
-
     assert kafka_broker.version.startswith("4.")
     assert kafka39_broker.version.startswith("3.9.")
     for cluster in (kafka_broker, kafka39_broker):
@@ -44,11 +44,17 @@ def test_the_same_round_trip_on_either_broker(either_broker):
         c.close()
 
 
-def test_a_port_clash_names_its_cause_and_keeps_the_log(tmp_path, monkeypatch):
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen()
-    port = taken.getsockname()[1]
+@pytest.fixture
+def taken_port():
+    """A loopback port some other socket listens on, for as long as the test runs."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield taken.getsockname()[1]
+
+
+def test_a_port_taken_on_every_attempt_names_its_cause_and_keeps_the_logs(tmp_path, monkeypatch, taken_port):
+    port = taken_port
     real = apache_kafka._free_ports
     monkeypatch.setattr(apache_kafka, "_free_ports", lambda n: [port, *real(n - 1)])
     cluster = KafkaCluster("4", 1, tmp_path / "k")
@@ -56,10 +62,43 @@ def test_a_port_clash_names_its_cause_and_keeps_the_log(tmp_path, monkeypatch):
         with pytest.raises(KafkaError, match=r"(BindException|Address already in use).*log: .*server.log"):
             cluster.start(timeout=60)
         assert cluster.log_path(1).exists()
+        for attempt in range(1, apache_kafka.PORT_ATTEMPTS):
+            assert "BindException" in (tmp_path / "k" / f"port-clash-{attempt}" / "node-1" / "server.log").read_text()
         assert not cluster._procs  # nothing left running
     finally:
-        taken.close()
         cluster.stop()
+
+
+def test_a_port_taken_before_kafka_binds_it_is_retried_on_new_ports(tmp_path, monkeypatch, taken_port):
+    # what a CI run hit: a port free when chosen, taken by someone else before the JVM bound it
+    port = taken_port
+    real = apache_kafka._free_ports
+    calls: list[int] = []
+
+    def first_clashes(n: int) -> list[int]:
+        calls.append(n)
+        return [port, *real(n - 1)] if len(calls) == 1 else real(n)
+
+    monkeypatch.setattr(apache_kafka, "_free_ports", first_clashes)
+    cluster = KafkaCluster("4", 1, tmp_path / "k")
+    try:
+        cluster.start(timeout=60)
+        assert len(calls) == 2 and cluster.ports[1] != port
+        assert "BindException" in (tmp_path / "k" / "port-clash-1" / "node-1" / "server.log").read_text()
+        with ToolClient(cluster.bootstrap_servers, timeout=10) as client:
+            assert len(client.all_nodes()) == 1
+    finally:
+        cluster.stop()
+
+
+def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range():
+    low, high = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    ports = free_ports(20)
+    assert len(set(ports)) == 20
+    for port in ports:
+        assert not low <= port <= high
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
 
 
 def test_a_bad_setting_fails_the_start_with_kafkas_reason(tmp_path):

@@ -11,7 +11,6 @@ release with its FileStream connectors.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import urllib.error
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.ports import free_port
 from tests.reference import maven
 from tests.reference.apache_kafka import _die_with_parent
 from tests.reference.consumer_protocol_helpers import wait_until
@@ -35,12 +35,6 @@ def connect_lib() -> Path:
     return maven.resolve("connect-4.3.1", [("org.apache.kafka", "connect-runtime", "4.3.1"),
                                            ("org.apache.kafka", "connect-file", "4.3.1"),
                                            ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5")])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Worker:
