@@ -157,7 +157,9 @@ def test_groups_tool(shoal_reference, kafka_broker):
     g = f"{t}-g"
 
     def scenario(bs: str, run: Callable[..., Step], extra: dict[str, str]) -> None:
-        run("topics", "create", "--topic", t, "--partitions", "2")
+        # records of 2020 (for --to-datetime) outlive time retention only by retention.ms=-1: a Kafka broker
+        # started under 30 s before (log.initial.task.delay.ms) deletes them at its first retention check
+        run("topics", "create", "--topic", t, "--partitions", "2", "--config", "retention.ms=-1")
         p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
         for i in range(20):
             p.produce(t, value=b"%d" % i, partition=i % 2, timestamp=1_600_000_000_000 + i * 1000)
