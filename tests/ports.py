@@ -50,9 +50,9 @@ def free_ports(n: int) -> list[int]:
     low = max(_FLOOR, high - _SPAN)
     rng = random.SystemRandom()  # not the tests' seeded random: two workers must not draw alike
     chosen: list[int] = []
-    for _ in range(50 * n):
-        if len(chosen) == n or high - low < 100:
-            break
+    tries = 50 * n if high - low >= 100 else 0
+    while len(chosen) < n and tries > 0:
+        tries -= 1
         port = rng.randint(low, high)
         if port not in chosen and _bindable(port):
             chosen.append(port)

@@ -336,9 +336,9 @@ class KafkaCluster:
         return id(self)
 
 
-_PORT_CLASH = re.compile(r"BindException|Address already in use")
-_CAUSES = (r"BindException[^\n]*", r"Address already in use[^\n]*", r"\] (?:ERROR|FATAL) [^\n]*",
-           r"\w+(?:Exception|Error): [^\n]*")
+_CLASH_CAUSES = (r"BindException[^\n]*", r"Address already in use[^\n]*")
+_PORT_CLASH = re.compile("|".join(_CLASH_CAUSES))
+_CAUSES = (*_CLASH_CAUSES, r"\] (?:ERROR|FATAL) [^\n]*", r"\w+(?:Exception|Error): [^\n]*")
 
 
 def _first_cause(text: str) -> str:

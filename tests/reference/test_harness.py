@@ -54,9 +54,8 @@ def taken_port():
 
 
 def test_a_port_taken_on_every_attempt_names_its_cause_and_keeps_the_logs(tmp_path, monkeypatch, taken_port):
-    port = taken_port
     real = apache_kafka._free_ports
-    monkeypatch.setattr(apache_kafka, "_free_ports", lambda n: [port, *real(n - 1)])
+    monkeypatch.setattr(apache_kafka, "_free_ports", lambda n: [taken_port, *real(n - 1)])
     cluster = KafkaCluster("4", 1, tmp_path / "k")
     try:
         with pytest.raises(KafkaError, match=r"(BindException|Address already in use).*log: .*server.log"):
@@ -71,19 +70,18 @@ def test_a_port_taken_on_every_attempt_names_its_cause_and_keeps_the_logs(tmp_pa
 
 def test_a_port_taken_before_kafka_binds_it_is_retried_on_new_ports(tmp_path, monkeypatch, taken_port):
     # what a CI run hit: a port free when chosen, taken by someone else before the JVM bound it
-    port = taken_port
     real = apache_kafka._free_ports
     calls: list[int] = []
 
     def first_clashes(n: int) -> list[int]:
         calls.append(n)
-        return [port, *real(n - 1)] if len(calls) == 1 else real(n)
+        return [taken_port, *real(n - 1)] if len(calls) == 1 else real(n)
 
     monkeypatch.setattr(apache_kafka, "_free_ports", first_clashes)
     cluster = KafkaCluster("4", 1, tmp_path / "k")
     try:
         cluster.start(timeout=60)
-        assert len(calls) == 2 and cluster.ports[1] != port
+        assert len(calls) == 2 and cluster.ports[1] != taken_port
         assert "BindException" in (tmp_path / "k" / "port-clash-1" / "node-1" / "server.log").read_text()
         with ToolClient(cluster.bootstrap_servers, timeout=10) as client:
             assert len(client.all_nodes()) == 1
