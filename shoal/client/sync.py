@@ -212,6 +212,8 @@ class Consumer(_SyncFace):
             if item is None:
                 continue
             fn, partitions, done = item
+            if not done.set_running_or_notify_cancel():
+                continue  # the core stopped waiting (its task was cancelled, e.g. by close): not run
             try:
                 fn(partitions)
             except BaseException as e:  # noqa: BLE001 - reported on the core side

@@ -6,6 +6,7 @@ Every wait polls with a deadline; every client is closed.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -483,5 +484,33 @@ def test_a_corrupted_batch_on_disk_is_raised_at_its_offset_and_can_be_seeked_pas
         assert c.position(tp) == start
         c.seek(tp, after)
         assert [r.value for r in drain(c, 15 - after)] == [b"v%d" % i for i in range(after, 15)]
+    finally:
+        c.close()
+
+
+# ------------------------------------------------------------------------------- listener calls
+
+
+def test_a_listener_call_the_core_stopped_waiting_for_is_not_run(broker: ShoalProcess) -> None:
+    """A rebalance-listener call queued for the application's thread, whose waiting task is then
+    cancelled (close cancels a rebalance in progress), is skipped, not run into a cancelled future:
+    CI once saw close() raise InvalidStateError from exactly this."""
+    ran: list[str] = []
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-" + uuid.uuid4().hex[:8]})
+    try:
+        async def queue_then_cancel() -> None:
+            task = asyncio.ensure_future(c._run_on_app_thread(lambda _tps: ran.append("cancelled"), []))
+            await asyncio.sleep(0)  # the call is queued
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        c._lt.run(queue_then_cancel())  # the plain loop runner: nobody drains the queue yet
+
+        async def then_another() -> None:
+            # Queued behind the stale call, so the application's thread meets the stale one first.
+            await c._run_on_app_thread(lambda _tps: ran.append("live"), [])
+
+        c._run(then_another())
+        assert ran == ["live"]
     finally:
         c.close()
